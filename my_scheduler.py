@@ -1,0 +1,446 @@
+"""Custom vLLM V1 schedulers for the lab, loaded with ``--scheduler-cls my_scheduler.<Name>``.
+
+Every class here derives from vLLM 0.26's ``AsyncScheduler`` (the class ``vllm serve`` uses by
+default on GPU), so a strategy is compared with the default on the same serving pipeline.
+Each one overrides ``schedule(self, *args, **kwargs)``: the engine calls
+``schedule(throttle_prefills)``, and an override without ``*args`` kills the engine.
+
+Classes (``python my_scheduler.py --list`` prints them):
+
+* ``KVPeakRecorder``: vLLM's own policy plus step accounting (Task 1's KV-cache peak).
+* ``StepExclusivePrefillFirstScheduler``: Strategy A. While prefill work is pending, a step runs
+  prefill only; otherwise it runs decode only.
+* ``SJFScheduler``: Strategy B1. Waiting requests are admitted shortest prompt first, with
+  optional aging (off by default).
+
+Each class is ``StepRecorder`` (accounting) in front of a policy class. The recorder wraps the
+policy's whole step, so what it measures is the real state after the step was planned, even
+when the policy hides part of the queues from vLLM while planning.
+
+Engine-side statistics: when the environment variable ``LAB3_SCHED_STATS`` names a file, the
+engine-core process writes the recorder's JSON there (atomically: a temporary file, then a
+rename) at most once a second while busy, whenever the engine runs out of requests, and at
+shutdown. The JSON is ``StepRecorder.stats_dict()``; its keys are documented there.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
+from vllm.v1.request import Request
+
+logger = logging.getLogger(__name__)
+
+STATS_ENV = "LAB3_SCHED_STATS"
+SJF_AGING_ENV = "LAB3_SJF_AGING_TOKENS_PER_S"
+STATS_FLUSH_INTERVAL_S = 1.0
+STATS_SCHEMA_VERSION = 1
+
+
+def kv_bytes_per_token(kv_cache_config: Any) -> int:
+    """Bytes of KV cache one token occupies across all layers, from the engine's own KV spec.
+
+    Taken from the allocator's page size rather than from the model config, so it is what the
+    engine really reserves (for Qwen3-0.6B in bf16: 2 x 28 x 8 x 128 x 2 = 114688).
+    """
+    total = 0.0
+    for group in kv_cache_config.kv_cache_groups:
+        spec = group.kv_cache_spec
+        total += spec.page_size_bytes / spec.block_size * len(group.layer_names)
+    return int(round(total))
+
+
+class StepRecorder:
+    """Mixin that accounts for every scheduler step; put it first in the bases.
+
+    Per step it records the step type (prefill-only, decode-only, mixed, empty), the prefill and
+    decode tokens scheduled, preemptions, queue lengths and two KV-cache measures:
+
+    * ``computed_tokens``: the handout's measure, ``sum(req.num_computed_tokens for req in
+      running)``, taken after the step is planned (tokens whose KV exists once the step ran);
+    * ``blocks_in_use``: blocks the allocator has handed out (the null block excluded), the real
+      footprint, which rounds every request up to whole blocks.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.step_counts: dict[str, int] = {"prefill_only": 0, "decode_only": 0, "mixed": 0, "empty": 0}
+        self.token_counts: dict[str, int] = {"prefill": 0, "decode": 0}
+        self.num_preemptions = 0
+        self.peak_computed_tokens = 0
+        self.peak_blocks_in_use = 0
+        self.peak_running = 0
+        self.peak_waiting = 0
+        self._kv_bytes_per_token = kv_bytes_per_token(self.kv_cache_config)
+        self._stats_path = os.environ.get(STATS_ENV) or None
+        self._last_flush = 0.0
+
+    # -- the step -----------------------------------------------------------------------------
+    def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        output = super().schedule(*args, **kwargs)
+        self._record_step(output)
+        return output
+
+    def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        now = time.monotonic()
+        if not self.has_unfinished_requests() or now - self._last_flush >= STATS_FLUSH_INTERVAL_S:
+            self.flush_stats()
+        return outputs
+
+    def shutdown(self) -> None:
+        self.flush_stats()
+        super().shutdown()
+
+    def _record_step(self, output: SchedulerOutput) -> None:
+        prefill_tokens = decode_tokens = 0
+        for req_id, num_tokens in output.num_scheduled_tokens.items():
+            if self._is_prefill_work(self.requests[req_id], num_tokens, output):
+                prefill_tokens += num_tokens
+            else:
+                decode_tokens += num_tokens
+        self.step_counts[self._step_type(prefill_tokens, decode_tokens)] += 1
+        self.token_counts["prefill"] += prefill_tokens
+        self.token_counts["decode"] += decode_tokens
+        self.num_preemptions += len(output.preempted_req_ids or ())
+        computed = sum(req.num_computed_tokens for req in self.running)
+        self.peak_computed_tokens = max(self.peak_computed_tokens, computed)
+        self.peak_blocks_in_use = max(self.peak_blocks_in_use, self.blocks_in_use())
+        self.peak_running = max(self.peak_running, len(self.running))
+        self.peak_waiting = max(self.peak_waiting, len(self.waiting) + len(self.skipped_waiting))
+
+    @staticmethod
+    def _is_prefill_work(request: Request, num_tokens: int, output: SchedulerOutput) -> bool:
+        """A scheduled chunk is prefill if it covers prompt tokens or recomputes several tokens.
+
+        ``schedule()`` has already advanced ``num_computed_tokens`` by the chunk, so the chunk
+        started at ``num_computed_tokens - num_tokens``. A decode chunk is one token plus any
+        speculative tokens; a longer chunk past the prompt is recomputation after preemption.
+        """
+        start = request.num_computed_tokens - num_tokens
+        num_spec = len(output.scheduled_spec_decode_tokens.get(request.request_id, ()))
+        return start < request.num_prompt_tokens or num_tokens > 1 + num_spec
+
+    @staticmethod
+    def _step_type(prefill_tokens: int, decode_tokens: int) -> str:
+        if prefill_tokens and decode_tokens:
+            return "mixed"
+        if prefill_tokens:
+            return "prefill_only"
+        if decode_tokens:
+            return "decode_only"
+        return "empty"
+
+    def blocks_in_use(self) -> int:
+        pool = self.kv_cache_manager.block_pool
+        return pool.num_gpu_blocks - 1 - pool.get_num_free_blocks()
+
+    # -- the stats file -----------------------------------------------------------------------
+    def stats_dict(self) -> dict[str, Any]:
+        """The recorder's JSON.
+
+        ``steps``: step counts by type; ``tokens``: prefill and decode tokens scheduled;
+        ``kv``: ``bytes_per_token``, ``block_size``, ``capacity_blocks`` and ``capacity_tokens``
+        (the KV cache the engine allocated), ``peak_computed_tokens`` / ``_bytes`` (handout
+        measure), ``peak_blocks_in_use`` and ``peak_allocated_tokens`` / ``_bytes`` (blocks x
+        block size); ``queues``: peak running and waiting lengths, preemptions; ``policy``: the
+        strategy's own counters (e.g. Strategy A's fallbacks).
+        """
+        block_size = self.block_size
+        capacity_blocks = self.kv_cache_manager.block_pool.num_gpu_blocks - 1
+        allocated_tokens = self.peak_blocks_in_use * block_size
+        return {
+            "schema_version": STATS_SCHEMA_VERSION,
+            "scheduler_class": f"{type(self).__module__}.{type(self).__name__}",
+            "pid": os.getpid(),
+            "written_at_unix": time.time(),
+            "max_num_seqs": self.scheduler_config.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_scheduled_tokens,
+            "steps": {"total": sum(self.step_counts.values()), **self.step_counts},
+            "tokens": dict(self.token_counts),
+            "kv": {
+                "bytes_per_token": self._kv_bytes_per_token,
+                "block_size": block_size,
+                "capacity_blocks": capacity_blocks,
+                "capacity_tokens": capacity_blocks * block_size,
+                "peak_computed_tokens": self.peak_computed_tokens,
+                "peak_computed_bytes": self.peak_computed_tokens * self._kv_bytes_per_token,
+                "peak_blocks_in_use": self.peak_blocks_in_use,
+                "peak_allocated_tokens": allocated_tokens,
+                "peak_allocated_bytes": allocated_tokens * self._kv_bytes_per_token,
+            },
+            "queues": {
+                "peak_running": self.peak_running,
+                "peak_waiting": self.peak_waiting,
+                "preemptions": self.num_preemptions,
+            },
+            "policy": dict(getattr(self, "policy_stats", {})),
+        }
+
+    def flush_stats(self) -> None:
+        """Write the stats file atomically; a reader never sees a half-written file."""
+        self._last_flush = time.monotonic()
+        if self._stats_path is None:
+            return
+        directory = os.path.dirname(os.path.abspath(self._stats_path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sched-stats-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self.stats_dict(), handle, indent=1)
+            os.replace(tmp, self._stats_path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+# --------------------------------------------------------------------------------------------
+# Strategy A: step-exclusive prefill-first
+# --------------------------------------------------------------------------------------------
+class PrefillFirstPolicy(AsyncScheduler):
+    """While prefill work is pending, plan a prefill-only step; otherwise a decode-only step.
+
+    Prefill work is pending when a request waits (``waiting`` or ``skipped_waiting``) or a
+    running request is part-way through a chunked prefill. A prefill-only step hides the
+    decoding requests from vLLM's planner and lets it plan the rest: the partial prefills first
+    (so a chunked prompt keeps going instead of stalling), then new prompts up to the token
+    budget. The handout's one-liner (hide ``running``, call the parent) breaks in three ways,
+    which this class closes:
+
+    * seq cap: the parent counts ``len(running)`` against ``max_num_seqs``; with decodes hidden
+      it would admit past the cap and trip vLLM's assertion next step. The cap is lowered by the
+      number of hidden requests for the pass.
+    * livelock: with the KV cache full, a prefill-only pass can schedule nothing, and the
+      requests that could be preempted or could finish are hidden, forever. When the pass
+      cannot progress (predicted from the seq cap and free blocks, or observed as an empty
+      step) the step falls back to vLLM's normal planning; ``policy.fallback_steps`` counts it.
+    * exceptions: ``running`` and the cap are restored in ``finally``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.policy_stats: dict[str, float] = {"prefill_steps": 0, "decode_steps": 0, "fallback_steps": 0,
+                             "empty_prefill_passes": 0}
+        super().__init__(*args, **kwargs)
+        self._fall_back_next_step = False
+
+    def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        if not self._prefill_work_pending():
+            self.policy_stats["decode_steps"] += 1
+            return super().schedule(*args, **kwargs)
+        if self._fall_back_next_step or not self._prefill_pass_can_progress():
+            self._fall_back_next_step = False
+            self.policy_stats["fallback_steps"] += 1
+            return super().schedule(*args, **kwargs)
+        output = self._prefill_only_pass(*args, **kwargs)
+        if output.total_num_scheduled_tokens == 0:
+            self._fall_back_next_step = True
+            self.policy_stats["empty_prefill_passes"] += 1
+        else:
+            self.policy_stats["prefill_steps"] += 1
+        return output
+
+    def _prefill_work_pending(self) -> bool:
+        return bool(self.waiting) or bool(self.skipped_waiting) or any(
+            req.is_prefill_chunk for req in self.running)
+
+    def _prefill_pass_can_progress(self) -> bool:
+        """Cheap prediction; a wrong 'yes' costs one empty step, then a fallback."""
+        if any(req.is_prefill_chunk for req in self.running):
+            return True
+        num_decoding = len(self.running) + self.num_waiting_for_streaming_input
+        if num_decoding >= self.max_num_running_reqs:
+            return False
+        if not self.waiting:
+            return True
+        head = self.waiting.peek_request()
+        chunk = min(head.num_tokens - head.num_computed_tokens, self.max_num_scheduled_tokens)
+        blocks_needed = math.ceil(chunk / self.block_size)
+        return self.kv_cache_manager.block_pool.get_num_free_blocks() >= blocks_needed
+
+    def _prefill_only_pass(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        saved_running = self.running
+        saved_cap = self.max_num_running_reqs
+        decoding = [req for req in saved_running if not req.is_prefill_chunk]
+        self.running = [req for req in saved_running if req.is_prefill_chunk]
+        self.max_num_running_reqs = saved_cap - len(decoding)
+        try:
+            return super().schedule(*args, **kwargs)
+        finally:
+            self.running = self._merge_running(saved_running, decoding, self.running)
+            self.max_num_running_reqs = saved_cap
+
+    @staticmethod
+    def _merge_running(saved: list[Request], hidden: list[Request],
+                       visible_after: list[Request]) -> list[Request]:
+        """Original order for requests still running, then those the pass admitted."""
+        keep = set(hidden) | set(visible_after)
+        saved_set = set(saved)
+        return ([req for req in saved if req in keep]
+                + [req for req in visible_after if req not in saved_set])
+
+
+class StepExclusivePrefillFirstScheduler(StepRecorder, PrefillFirstPolicy):
+    """Strategy A with step accounting (see ``PrefillFirstPolicy``)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Strategy B1: shortest-job-first
+# --------------------------------------------------------------------------------------------
+class ShortestJobFirstQueue(RequestQueue):
+    """Waiting queue ordered by prompt length, shortest first, with optional aging.
+
+    Sort key: ``(priority, prompt_tokens - aging * seconds_waited, arrival_time)``. Since
+    ``seconds_waited = now - arrival_time``, the middle term orders like ``prompt_tokens +
+    aging * arrival_time``, which does not change while a request waits, so a heap stays valid.
+    With aging ``R`` tokens/s, a request of length ``L`` that arrived at ``t`` can be overtaken
+    only by requests arriving before ``t + L / R``: its wait is bounded. ``R = 0`` is pure SJF.
+    ``priority`` is used only under vLLM's priority policy (lower first, as in vLLM).
+    """
+
+    def __init__(self, use_priority: bool, aging_tokens_per_s: float) -> None:
+        self._use_priority = use_priority
+        self._aging = aging_tokens_per_s
+        self._heap: list[tuple[int, float, float, int, Request]] = []
+        self._tiebreak = itertools.count()
+
+    def _entry(self, request: Request) -> tuple[int, float, float, int, Request]:
+        priority = request.priority if self._use_priority else 0
+        effective_len = request.num_prompt_tokens + self._aging * request.arrival_time
+        return (priority, effective_len, request.arrival_time, next(self._tiebreak), request)
+
+    def add_request(self, request: Request) -> None:
+        heapq.heappush(self._heap, self._entry(request))
+
+    def pop_request(self) -> Request:
+        if not self._heap:
+            raise IndexError("pop from an empty queue")
+        return heapq.heappop(self._heap)[-1]
+
+    def peek_request(self) -> Request:
+        if not self._heap:
+            raise IndexError("peek from an empty queue")
+        return self._heap[0][-1]
+
+    def prepend_request(self, request: Request) -> None:
+        """A preempted request re-enters by its key: SJF has no 'front' to jump to."""
+        self.add_request(request)
+
+    def prepend_requests(self, requests: RequestQueue) -> None:
+        for request in requests:
+            self.add_request(request)
+
+    def remove_request(self, request: Request) -> None:
+        self.remove_requests((request,))
+
+    def remove_requests(self, requests: Iterable[Request]) -> None:
+        doomed = set(requests)
+        self._heap = [entry for entry in self._heap if entry[-1] not in doomed]
+        heapq.heapify(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __iter__(self) -> Iterator[Request]:
+        return (entry[-1] for entry in sorted(self._heap))
+
+
+def sjf_aging_from_env() -> float:
+    """Aging rate (prompt tokens forgiven per second waited) from ``LAB3_SJF_AGING_TOKENS_PER_S``."""
+    raw = os.environ.get(SJF_AGING_ENV, "0")
+    try:
+        value = float(raw)
+    except ValueError as err:
+        raise ValueError(f"{SJF_AGING_ENV} must be a number of tokens per second, got {raw!r}") from err
+    if value < 0 or math.isnan(value):
+        raise ValueError(f"{SJF_AGING_ENV} must be >= 0, got {raw!r}")
+    return value
+
+
+class ShortestJobFirstPolicy(AsyncScheduler):
+    """Admit waiting requests shortest prompt first (the handout's B1).
+
+    The waiting queue is replaced by a ``ShortestJobFirstQueue``, so the order holds for every
+    admission vLLM makes (also after preemption), under both the fcfs and priority policies,
+    with no per-step re-sort. Running requests are untouched. Aging is off unless
+    ``LAB3_SJF_AGING_TOKENS_PER_S`` is set (or ``aging_tokens_per_s`` is overridden).
+    """
+
+    aging_tokens_per_s: float | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        aging = self.aging_tokens_per_s if self.aging_tokens_per_s is not None else sjf_aging_from_env()
+        self.waiting = ShortestJobFirstQueue(
+            use_priority=self.policy == SchedulingPolicy.PRIORITY, aging_tokens_per_s=aging)
+        self.policy_stats: dict[str, float] = {"aging_tokens_per_s": aging}
+
+
+class SJFScheduler(StepRecorder, ShortestJobFirstPolicy):
+    """Strategy B1 with step accounting (see ``ShortestJobFirstPolicy``)."""
+
+
+class KVPeakRecorder(StepRecorder, AsyncScheduler):
+    """vLLM's own policy, with step accounting: Task 1 measures the real KV-cache peak with it."""
+
+
+STRATEGIES: dict[str, str] = {
+    "default": "",
+    "kv-recorder": "my_scheduler.KVPeakRecorder",
+    "prefill-first": "my_scheduler.StepExclusivePrefillFirstScheduler",
+    "sjf": "my_scheduler.SJFScheduler",
+}
+
+
+def resolve_strategy(name: str) -> str:
+    """Map a short name or a ``my_scheduler.Class`` path to the ``--scheduler-cls`` value.
+
+    Returns ``""`` for vLLM's default. Raises ``ValueError`` naming the choices otherwise, so a
+    typo fails here, before a server spends a minute starting.
+    """
+    if name in STRATEGIES:
+        return STRATEGIES[name]
+    module, _, cls_name = name.rpartition(".")
+    if module == __name__ or module == "my_scheduler":
+        cls = globals().get(cls_name)
+        if isinstance(cls, type) and issubclass(cls, AsyncScheduler):
+            return f"my_scheduler.{cls_name}"
+    choices = ", ".join(list(STRATEGIES) + [p for p in STRATEGIES.values() if p])
+    raise ValueError(f"unknown scheduler {name!r}; choose one of: {choices}")
+
+
+def main(argv: list[str]) -> int:
+    """``--list`` prints the strategies; ``--resolve NAME`` prints the class path or fails."""
+    if argv[:1] == ["--list"]:
+        for short, path in STRATEGIES.items():
+            print(f"{short}\t{path or '(vLLM default)'}")
+        return 0
+    if len(argv) == 2 and argv[0] == "--resolve":
+        try:
+            print(resolve_strategy(argv[1]))
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    print("usage: python my_scheduler.py --list | --resolve NAME", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,73 @@
+"""Provenance for every result file: where, with what, and how a number was produced."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+COMMIT_ENV = "LAB3_GIT_COMMIT"
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        module = sys.modules.get(name)
+        return getattr(module, "__version__", None)
+
+
+def git_commit() -> str:
+    """The project's commit; ``LAB3_GIT_COMMIT`` wins (GPU hosts get a copy without ``.git``)."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True)
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def gpu_info() -> dict[str, Any]:
+    """Name, memory and driver of GPU 0, or ``{"name": None}`` on a CPU-only machine."""
+    try:
+        import torch
+    except ImportError:
+        return {"name": None}
+    if not torch.cuda.is_available():
+        return {"name": None}
+    props = torch.cuda.get_device_properties(0)
+    driver = None
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pass
+    return {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
+            "count": torch.cuda.device_count(), "driver": driver,
+            "cuda": torch.version.cuda, "compute_capability": f"{props.major}.{props.minor}"}
+
+
+def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dict[str, Any]:
+    """The ``meta`` block of a result file. ``weights`` is ``"real"`` or ``"dummy (random)"``."""
+    return {
+        "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "gpu": gpu_info(),
+        "versions": {name: package_version(name) for name in ("vllm", "torch", "transformers")},
+        "model": model,
+        "weights": weights,
+        "git_commit": git_commit(),
+        "command": shlex.join([sys.executable] + (argv if argv is not None else sys.argv)),
+    }

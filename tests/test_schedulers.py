@@ -1,0 +1,288 @@
+"""The lab's schedulers on the real vLLM 0.26 scheduler, driven in-process with a fake model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+import my_scheduler as ms
+from sched_sim import SimConfig, make_request, make_scheduler, run_until_done, step
+
+
+class NaiveHandoutStrategyA(AsyncScheduler):
+    """The handout's sample Strategy A (with ``*args`` so the engine can call it at all)."""
+
+    def schedule(self, *args: Any, **kwargs: Any):
+        if len(self.waiting) > 0:
+            saved_running = self.running
+            self.running = []
+            try:
+                return super().schedule(*args, **kwargs)
+            finally:
+                self.running = saved_running + self.running
+        return super().schedule(*args, **kwargs)
+
+
+def arrivals(num_steps: int, per_step: int, prompt_len: int, max_tokens: int) -> list[list]:
+    return [[make_request(prompt_len, max_tokens) for _ in range(per_step)] for _ in range(num_steps)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategy A
+# ---------------------------------------------------------------------------------------------
+def test_prefill_first_plans_pure_steps_while_prefill_work_is_pending():
+    """No step mixes prefill and decode while prompts wait or a chunked prefill is unfinished.
+
+    Prompts of 600 tokens against a 256-token budget force chunked prefills, the case the naive
+    version gets wrong (it stalls the partial prompt, then mixes it with decodes).
+    """
+    sched = make_scheduler(ms.StepExclusivePrefillFirstScheduler,
+                           SimConfig(max_num_seqs=64, max_num_batched_tokens=256, num_blocks=5000))
+    traces = run_until_done(sched, arrivals(8, 2, 600, 30))
+    assert not sched.has_unfinished_requests()
+    assert [t.kind for t in traces].count("mixed") == 0
+    assert sched.policy_stats["fallback_steps"] == 0
+    stats = sched.stats_dict()
+    assert stats["steps"]["prefill_only"] > 0 and stats["steps"]["decode_only"] > 0
+    assert stats["steps"]["mixed"] == 0
+
+
+def test_prefill_first_continues_a_chunked_prompt_while_others_wait():
+    """A partial prefill gets its next chunk at once, even with more prompts queued behind it."""
+    sched = make_scheduler(ms.StepExclusivePrefillFirstScheduler,
+                           SimConfig(max_num_seqs=64, max_num_batched_tokens=256, num_blocks=5000))
+    long_req = make_request(1000, 4)
+    sched.add_request(long_req)
+    for _ in range(3):
+        sched.add_request(make_request(1000, 4))
+    chunks = [step(sched).scheduled.get(long_req.request_id, 0) for _ in range(4)]
+    assert chunks == [256, 256, 256, 232]
+
+
+def test_naive_handout_strategy_a_stalls_chunked_prompts_and_mixes():
+    """The pitfalls are real on this vLLM: the naive version breaks both properties above."""
+    sched = make_scheduler(NaiveHandoutStrategyA,
+                           SimConfig(max_num_seqs=64, max_num_batched_tokens=256, num_blocks=5000))
+    long_req = make_request(1000, 4)
+    sched.add_request(long_req)
+    for _ in range(3):
+        sched.add_request(make_request(1000, 4))
+    assert [step(sched).scheduled.get(long_req.request_id, 0) for _ in range(3)] == [256, 0, 0]
+    traces = run_until_done(sched)
+    assert "mixed" in [t.kind for t in traces]
+
+
+def test_prefill_first_keeps_the_seq_cap():
+    """Cap 4, 3 arrivals a step: running never exceeds 4 and every request finishes."""
+    sched = make_scheduler(ms.StepExclusivePrefillFirstScheduler,
+                           SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
+    traces = run_until_done(sched, arrivals(10, 3, 40, 20))
+    assert not sched.has_unfinished_requests()
+    assert max(t.num_running_after for t in traces) <= 4
+    assert sched.stats_dict()["queues"]["peak_running"] <= 4
+    assert sched.policy_stats["fallback_steps"] > 0  # decode steps forced by the full cap
+
+
+def test_naive_handout_strategy_a_breaks_the_seq_cap():
+    sched = make_scheduler(NaiveHandoutStrategyA,
+                           SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
+    with pytest.raises(AssertionError):
+        run_until_done(sched, arrivals(10, 3, 40, 20))
+
+
+def _overloaded_kv_run(cls: type, max_steps: int = 3000):
+    """12 prompts of 200 tokens, 200 output tokens each, on 60 blocks of 16 tokens.
+
+    One request needs 25 blocks at the end, so at most two fit: vLLM must preempt.
+    """
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=16, max_num_batched_tokens=512,
+                                          num_blocks=61))
+    reqs = [make_request(200, 200) for _ in range(12)]
+    traces = run_until_done(sched, [reqs[0:3], reqs[3:6], reqs[6:9], reqs[9:12]], max_steps=max_steps)
+    finished = set().union(*(t.finished for t in traces))
+    return sched, finished, {r.request_id for r in reqs}
+
+
+def test_prefill_first_finishes_everything_when_kv_cache_is_far_too_small():
+    stock, stock_done, ids = _overloaded_kv_run(AsyncScheduler)
+    assert stock_done == ids
+    sched, done, ids = _overloaded_kv_run(ms.StepExclusivePrefillFirstScheduler)
+    assert done == ids
+    assert not sched.has_unfinished_requests()
+    stats = sched.stats_dict()
+    assert stats["queues"]["preemptions"] > 0
+    assert stats["policy"]["fallback_steps"] > 0
+
+
+def test_naive_handout_strategy_a_livelocks_when_kv_cache_is_full():
+    sched, done, ids = _overloaded_kv_run(NaiveHandoutStrategyA, max_steps=2000)
+    assert done != ids and sched.has_unfinished_requests()
+
+
+class _ExplodingParent(AsyncScheduler):
+    """Stands in below the policy in the MRO and fails while the policy has running hidden."""
+
+    explode = False
+
+    def schedule(self, *args: Any, **kwargs: Any):
+        if self.explode:
+            raise RuntimeError("planner failed")
+        return super().schedule(*args, **kwargs)
+
+
+class _ExplodingPrefillFirst(ms.PrefillFirstPolicy, _ExplodingParent):
+    pass
+
+
+def test_prefill_first_restores_running_and_cap_when_planning_raises():
+    sched = make_scheduler(_ExplodingPrefillFirst,
+                           SimConfig(max_num_seqs=8, max_num_batched_tokens=512, num_blocks=5000))
+    for _ in range(3):
+        sched.add_request(make_request(64, 50))
+    step(sched)
+    step(sched)  # three requests decoding
+    sched.add_request(make_request(64, 50))
+    running_before = list(sched.running)
+    sched.explode = True
+    with pytest.raises(RuntimeError, match="planner failed"):
+        sched.schedule()
+    assert sched.running == running_before
+    assert sched.max_num_running_reqs == 8
+    sched.explode = False
+    assert not run_until_done(sched) == [] and not sched.has_unfinished_requests()
+
+
+# ---------------------------------------------------------------------------------------------
+# SJF
+# ---------------------------------------------------------------------------------------------
+def _admission_order(sched, reqs) -> list[int]:
+    """Prompt lengths in the order the scheduler first scheduled them (one at a time: cap 1)."""
+    for req in reqs:
+        sched.add_request(req)
+    lengths = {r.request_id: r.num_prompt_tokens for r in reqs}
+    order: list[int] = []
+    for trace in run_until_done(sched):
+        for rid in trace.scheduled:
+            if lengths[rid] not in order:
+                order.append(lengths[rid])
+    return order
+
+
+def test_sjf_admits_shortest_prompt_first():
+    cfg = SimConfig(max_num_seqs=1, max_num_batched_tokens=2048, num_blocks=5000)
+    lengths = [900, 100, 500, 300, 700]
+    stock = _admission_order(make_scheduler(AsyncScheduler, cfg),
+                             [make_request(n, 3, arrival_time=i) for i, n in enumerate(lengths)])
+    assert stock == lengths
+    sjf = _admission_order(make_scheduler(ms.SJFScheduler, cfg),
+                           [make_request(n, 3, arrival_time=i) for i, n in enumerate(lengths)])
+    assert sjf == sorted(lengths)
+
+
+def test_sjf_orders_by_priority_then_length_under_the_priority_policy():
+    cfg = SimConfig(max_num_seqs=1, max_num_batched_tokens=2048, num_blocks=5000, policy="priority")
+    specs = [(900, 0), (100, 1), (500, 0), (300, 1), (700, 0)]
+    reqs = [make_request(n, 3, arrival_time=i, priority=p) for i, (n, p) in enumerate(specs)]
+    assert _admission_order(make_scheduler(ms.SJFScheduler, cfg), reqs) == [500, 700, 900, 100, 300]
+
+
+def _long_job_wait(aging: float | None, steps: int = 300) -> int | None:
+    """A 1000-token prompt arrives at t=0, then a 100-token prompt every step (t = step index).
+
+    Returns the step at which the long prompt was first scheduled, or None within ``steps``.
+    """
+    cls = type("AgingSJF", (ms.SJFScheduler,), {"aging_tokens_per_s": aging})
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=1, max_num_batched_tokens=2048,
+                                          num_blocks=5000))
+    long_req = make_request(1000, 2, arrival_time=0.0)
+    sched.add_request(long_req)
+    for t in range(steps):
+        sched.add_request(make_request(100, 2, arrival_time=float(t)))
+        if long_req.request_id in step(sched).scheduled:
+            return t
+    return None
+
+
+def test_sjf_without_aging_starves_a_long_prompt():
+    assert _long_job_wait(aging=0.0) is None
+
+
+def test_sjf_aging_bounds_the_wait_of_a_long_prompt():
+    """With aging R, only prompts arriving before (1000 - 100) / R can overtake the long one.
+
+    R = 100 tokens/s: arrivals up to t = 9 overtake it; each short job takes 2 steps on the single
+    slot, so it must be scheduled by about step 20 (vs never without aging).
+    """
+    waited = _long_job_wait(aging=100.0)
+    assert waited is not None and waited <= 22
+
+
+def test_sjf_aging_rate_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ms.SJF_AGING_ENV, "250")
+    sched = make_scheduler(ms.SJFScheduler, SimConfig())
+    assert sched.stats_dict()["policy"]["aging_tokens_per_s"] == 250.0
+    monkeypatch.setenv(ms.SJF_AGING_ENV, "fast")
+    with pytest.raises(ValueError, match=ms.SJF_AGING_ENV):
+        make_scheduler(ms.SJFScheduler, SimConfig())
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorder
+# ---------------------------------------------------------------------------------------------
+def test_recorder_peaks_equal_hand_computed_values(tmp_path, monkeypatch):
+    """Prompts of 30 and 14 tokens, 5 output tokens each, blocks of 16 tokens, 512 B per token.
+
+    Step 1 prefills both (30 + 14 = 44 tokens). Decode steps 2-5 each add one token per request;
+    the last decode step computes positions 30..33 and 14..17, so the peak of the handout's
+    measure is 34 + 18 = 52 tokens. Blocks: 34 tokens -> 3 blocks, 18 -> 2 blocks: 5 blocks =
+    80 token slots = 40960 B; 52 tokens = 26624 B.
+    """
+    path = tmp_path / "stats" / "engine.json"
+    monkeypatch.setenv(ms.STATS_ENV, str(path))
+    sched = make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=256))
+    traces = run_until_done(sched, [[make_request(30, 5), make_request(14, 5)]])
+    assert [t.kind for t in traces] == ["prefill_only"] + ["decode_only"] * 4
+    stats = json.loads(path.read_text())
+    assert stats["kv"] == {
+        "bytes_per_token": 512, "block_size": 16, "capacity_blocks": 9999,
+        "capacity_tokens": 9999 * 16, "peak_computed_tokens": 52, "peak_computed_bytes": 26624,
+        "peak_blocks_in_use": 5, "peak_allocated_tokens": 80, "peak_allocated_bytes": 40960,
+    }
+    assert stats["steps"] == {"total": 5, "prefill_only": 1, "decode_only": 4, "mixed": 0, "empty": 0}
+    assert stats["tokens"] == {"prefill": 44, "decode": 8}
+    assert stats["scheduler_class"] == "my_scheduler.KVPeakRecorder"
+    assert list(path.parent.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_recorder_counts_mixed_steps_of_the_stock_policy():
+    sched = make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=256))
+    run_until_done(sched, [[make_request(100, 10)], [make_request(100, 10)]])
+    steps = sched.stats_dict()["steps"]
+    assert steps["mixed"] >= 1 and steps["total"] == sum(v for k, v in steps.items() if k != "total")
+
+
+def test_kv_bytes_per_token_matches_qwen3_0_6b():
+    """Qwen3-0.6B in bf16: 28 layers x 2 (K, V) x 8 heads x 128 dims x 2 bytes = 114688."""
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype=torch.bfloat16)
+    config = KVCacheConfig(num_blocks=1, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec([f"model.layers.{i}.self_attn.attn" for i in range(28)], spec)])
+    assert ms.kv_bytes_per_token(config) == 114688
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+# ---------------------------------------------------------------------------------------------
+def test_strategy_names_resolve_and_typos_fail_early():
+    assert ms.resolve_strategy("default") == ""
+    assert ms.resolve_strategy("prefill-first") == "my_scheduler.StepExclusivePrefillFirstScheduler"
+    assert ms.resolve_strategy("my_scheduler.SJFScheduler") == "my_scheduler.SJFScheduler"
+    with pytest.raises(ValueError, match="unknown scheduler 'my_scheduler.SJF'"):
+        ms.resolve_strategy("my_scheduler.SJF")
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        ms.resolve_strategy("my_scheduler.ShortestJobFirstQueue")
