@@ -87,14 +87,18 @@ def is_local_model(model: str) -> bool:
 def resolve_model(model: str) -> str:
     """A local folder gets its tokenizer built if needed; a Hub id is returned unchanged.
 
-    A local path that does not exist is an error here, not a confusing Hub lookup later.
+    Something that looks like a local path (absolute, relative with ``./``, more than one ``/``,
+    or under a folder that exists here, such as ``models/``) but is not a folder is an error here,
+    not a confusing Hub lookup later.
     """
-    path = Path(model)
+    path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"model folder {path} has no config.json")
         return str(ensure_tokenizer(path))
-    if model.startswith((".", "/")) or path.suffix or model.count("/") > 1:
+    looks_local = (model.startswith((".", "/", "~")) or model.count("/") > 1
+                   or (path.parent != Path(".") and path.parent.is_dir()))
+    if looks_local:
         raise FileNotFoundError(f"model folder {model} does not exist")
     return model
 

@@ -51,7 +51,9 @@ def task1_table(results: dict[str, Any]) -> pd.DataFrame:
             notes.append(f"cold first call {entry['cold_first_call_s']:.2f} s")
             notes.append(f"KV allocated peak {entry['kv_peak_allocated_bytes'] / MIB:.1f} MiB")
         if serial is not None and key != "hf-serial":
-            notes.append(f"{serial['total_s'] / entry['total_s']:.1f}x vs serial")
+            notes.append(f"{serial['total_s'] / entry['total_s']:.1f}x faster than serial")
+        if key == "vllm" and "hf-static" in methods:
+            notes.append(f"{methods['hf-static']['total_s'] / entry['total_s']:.1f}x faster than static")
         rows.append({
             "method": label,
             "total time (s)": round(entry["total_s"], 2),

@@ -59,7 +59,11 @@ def gpu_info() -> dict[str, Any]:
 
 
 def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dict[str, Any]:
-    """The ``meta`` block of a result file. ``weights`` is ``"real"`` or ``"dummy (random)"``."""
+    """The ``meta`` block of a result file.
+
+    ``weights`` says whether the weights were real or dummy; ``argv`` is the full command line,
+    script included (default ``sys.argv``).
+    """
     return {
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -69,5 +73,5 @@ def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dic
         "model": model,
         "weights": weights,
         "git_commit": git_commit(),
-        "command": shlex.join([sys.executable] + (argv if argv is not None else sys.argv)),
+        "command": shlex.join(["python"] + (argv if argv is not None else sys.argv)),
     }

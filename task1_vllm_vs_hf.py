@@ -491,7 +491,7 @@ def main(argv: list[str]) -> int:
     for method in todo:
         print(f"[task1] {method}: {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
               f"{weights} weights on {args.device}", flush=True)
-        meta = collect_meta(args.model, weights, argv)
+        meta = collect_meta(args.model, weights, [Path(__file__).name, *argv])
         if method.startswith("hf-"):
             if hf is None:
                 hf = load_hf(model, args.dummy_weights, args.device, args.seed)
