@@ -1,20 +1,31 @@
-"""Read results/*.json and write the lab's tables (and, as tasks land, its figures).
+"""Read results/*.json and write the lab's tables and figures.
 
     python plot_results.py [--results results]
 
-Only reads result files; never runs anything. Writes ``<results>/tables.md``. A task whose
-results are missing gets a line saying so, never invented numbers.
+Only reads result files; never runs anything. Writes ``<results>/tables.md`` and
+``<results>/figures/*.png``. A task whose results are missing gets a line saying so, never
+invented numbers.
+
+Task 2 aggregation: each run's ``summary`` (first 10% of requests by start time dropped, then
+TTFT/ITL percentiles and throughput recomputed from the per-request data, see ``lab_metrics``);
+per ``max_num_batched_tokens`` value and load, the median over runs, with every run's value kept
+in ``task2_runs.csv``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 MIB = 2**20
@@ -90,6 +101,127 @@ def task1_section(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------------------------
+# Task 2
+# --------------------------------------------------------------------------------------------
+TASK2_METRICS = {  # column -> (summary key, percentile)
+    "TTFT P50 (ms)": ("ttft_ms", "p50"), "TTFT P99 (ms)": ("ttft_ms", "p99"),
+    "ITL P50 (ms)": ("itl_ms", "p50"), "ITL P99 (ms)": ("itl_ms", "p99"),
+}
+THROUGHPUT = "Throughput (tok/s)"
+
+
+def load_runs(folder: Path) -> list[dict[str, Any]]:
+    """Every run file in ``folder`` (sorted by name), skipping anything that is not one."""
+    runs = []
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        if "summary" in data and "config" in data:
+            data["_file"] = path.name
+            runs.append(data)
+    return runs
+
+
+def server_flag(server_args: str, flag: str) -> str | None:
+    match = re.search(rf"{re.escape(flag)}[ =](\S+)", server_args)
+    return match.group(1) if match else None
+
+
+def load_label(rate: str) -> str:
+    return "rate inf (all at once)" if rate == "inf" else f"rate {rate} req/s"
+
+
+def task2_runs(folder: Path) -> pd.DataFrame:
+    """One row per run: the knob, the load, the run index and the summary numbers."""
+    rows = []
+    for run in load_runs(folder):
+        cfg, summary = run["config"], run["summary"]
+        value = server_flag(cfg.get("server_args", ""), "--max-num-batched-tokens")
+        if value is None:
+            continue
+        row = {"max_num_batched_tokens": int(value), "rate": cfg["rate"], "run": cfg["run"],
+               "failed": summary["num_failed"], "file": run["_file"]}
+        for column, (key, pct) in TASK2_METRICS.items():
+            row[column] = summary[key][pct]
+        row[THROUGHPUT] = summary["output_throughput_tok_s"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Median over runs per (load, value), in the handout's columns."""
+    columns = list(TASK2_METRICS) + [THROUGHPUT]
+    grouped = runs.groupby(["rate", "max_num_batched_tokens"], sort=True)
+    table = grouped[columns].median().round(2)
+    table["runs"] = grouped.size()
+    return table.reset_index()
+
+
+def _rate_order(rate: str) -> float:
+    return float("inf") if rate == "inf" else float(rate)
+
+
+def plot_task2(table: pd.DataFrame, figures: Path) -> list[Path]:
+    """A1: the knob vs TTFT/ITL P50/P99 (log-x), A2: the knob vs throughput; a curve per load."""
+    figures.mkdir(parents=True, exist_ok=True)
+    rates = sorted(table["rate"].unique(), key=_rate_order)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    for ax, column in zip(axes.flat, TASK2_METRICS):
+        for rate in rates:
+            part = table[table["rate"] == rate]
+            ax.plot(part["max_num_batched_tokens"], part[column], marker="o", label=load_label(rate))
+        ax.set_xscale("log", base=2)
+        ax.set_title(column)
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("max_num_batched_tokens")
+    axes[0][0].legend()
+    fig.suptitle("A1: token budget vs latency (median of runs, first 10% dropped)")
+    fig.tight_layout()
+    a1 = figures / "task2_A1_latency.png"
+    fig.savefig(a1, dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for rate in rates:
+        part = table[table["rate"] == rate]
+        ax.plot(part["max_num_batched_tokens"], part[THROUGHPUT], marker="o", label=load_label(rate))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("max_num_batched_tokens")
+    ax.set_ylabel("output tokens/s")
+    ax.set_title("A2: token budget vs throughput")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    a2 = figures / "task2_A2_throughput.png"
+    fig.savefig(a2, dpi=120)
+    plt.close(fig)
+    return [a1, a2]
+
+
+def task2_section(results_dir: Path) -> str:
+    folder = results_dir / "task2"
+    runs = task2_runs(folder) if folder.is_dir() else pd.DataFrame()
+    if runs.empty:
+        return "## Task 2\n\nNo Task 2 results yet (run `bash task2.sh`).\n"
+    runs.to_csv(results_dir / "task2_runs.csv", index=False)
+    table = task2_table(runs)
+    figures = plot_task2(table, results_dir / "figures")
+    example = load_runs(folder)[0]
+    other_flags = re.sub(r"--max-num-batched-tokens[ =]\S+ ?", "", example["config"].get("server_args", ""))
+    lines = ["## Task 2: max_num_batched_tokens sweep", "",
+             f"Workload: {example['config'].get('workload')}; bench flags: "
+             f"`{example['config'].get('bench_args')}`; server flags (besides the budget): "
+             f"`{other_flags.strip()}`.",
+             "Median over runs; first 10% of requests (by start time) dropped; per-run values in "
+             "`task2_runs.csv`.", "", provenance_line(example.get("meta")), ""]
+    for rate in sorted(table["rate"].unique(), key=_rate_order):
+        part = table[table["rate"] == rate].drop(columns="rate")
+        lines += [f"### {load_label(rate)}", "", part.to_markdown(index=False), ""]
+    lines += [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,7 +230,7 @@ def main(argv: list[str]) -> int:
     if not args.results.is_dir():
         parser.error(f"{args.results} is not a folder")
     text = "# Lab 3 results\n\nGenerated by `plot_results.py` from the JSON files in this folder.\n\n"
-    text += task1_section(args.results)
+    text += task1_section(args.results) + "\n" + task2_section(args.results)
     out = args.results / "tables.md"
     out.write_text(text)
     print(f"wrote {out}")

@@ -40,7 +40,8 @@ main() {
   "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "run_lab.sh: no CUDA GPU visible")'
   "$PY" offline_model.py
   "$PY" task1_vllm_vs_hf.py "${MODEL_ARGS[@]}"
-  # Tasks 2 and 3 (task2.sh, task3.sh) join here as they land.
+  LAB3_PYTHON="$PY" bash task2.sh "${MODEL_ARGS[@]}" --no-plot
+  # Task 3 (task3.sh) joins here when it lands.
   "$PY" plot_results.py
 }
 

@@ -1,0 +1,135 @@
+"""Serving metrics from ``vllm bench serve --save-detailed`` data, and their compact storage.
+
+Shared by the harness (which writes each run's ``summary``) and ``plot_results.py`` (which reads
+the per-request arrays back for CDFs), so both compute the same numbers the same way.
+
+Definitions (all latencies in milliseconds):
+
+* warm-up: requests are ordered by start time and the first ``warmup_fraction`` (10%) dropped;
+* TTFT: per request; a failed request counts as +inf, so it is never dropped from a percentile;
+* ITL: every inter-token gap of every kept successful request, pooled;
+* TPOT: per request, (e2e - ttft) / (output tokens - 1), for requests with more than one token;
+* e2e: ttft + sum(itls); a successful request slower than ``timeout_s`` is a timeout (counted,
+  kept in the percentiles);
+* throughput: output tokens of kept successful requests / (last kept end - first kept start).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
+PERCENTILES = (50, 90, 95, 99)
+
+
+# --------------------------------------------------------------------------------------------
+# Compact storage of per-request arrays
+# --------------------------------------------------------------------------------------------
+def pack_detail(client: dict[str, Any]) -> str:
+    """Per-request arrays as base64 of a compressed ``.npz``; times kept to the microsecond.
+
+    ITLs (hundreds of thousands of floats a run) are stored as int32 microseconds with offsets,
+    which is about a tenth of the JSON size.
+    """
+    itls = client["itls"]
+    flat = np.array([round(x * 1e6) for row in itls for x in row], dtype=np.int64)
+    offsets = np.cumsum([0] + [len(row) for row in itls], dtype=np.int64)
+    errors = np.array([e or "" for e in client["errors"]], dtype=np.str_)
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        ttft_us=np.array([round((t or 0.0) * 1e6) for t in client["ttfts"]], dtype=np.int64),
+        itl_us=flat.astype(np.int32) if flat.size == 0 or flat.max() < 2**31 else flat,
+        itl_offsets=offsets,
+        input_lens=np.array(client["input_lens"], dtype=np.int32),
+        output_lens=np.array(client["output_lens"], dtype=np.int32),
+        start_times=np.array(client["start_times"], dtype=np.float64),
+        errors=errors,
+    )
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def unpack_detail(packed: str) -> dict[str, Any]:
+    """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them."""
+    data = np.load(io.BytesIO(base64.b64decode(packed)))
+    offsets = data["itl_offsets"]
+    itl = data["itl_us"] / 1e6
+    return {
+        "ttfts": (data["ttft_us"] / 1e6).tolist(),
+        "itls": [itl[offsets[i]:offsets[i + 1]].tolist() for i in range(len(offsets) - 1)],
+        "input_lens": data["input_lens"].tolist(),
+        "output_lens": data["output_lens"].tolist(),
+        "start_times": data["start_times"].tolist(),
+        "errors": data["errors"].tolist(),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries
+# --------------------------------------------------------------------------------------------
+def kept_indices(start_times: list[float], warmup_fraction: float) -> list[int]:
+    """Request indices after dropping the first ``warmup_fraction`` by start time."""
+    order = sorted(range(len(start_times)), key=lambda i: start_times[i])
+    return order[int(math.floor(len(order) * warmup_fraction)):]
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """P50/P90/P95/P99 (linear interpolation, as numpy); inf stays inf; empty gives None."""
+    if not values:
+        return {f"p{p}": None for p in PERCENTILES}
+    arr = np.array(values, dtype=np.float64)
+    out: dict[str, float | None] = {}
+    for p in PERCENTILES:
+        # numpy interpolates inf - inf = nan; the order statistic is then inf, as it should be.
+        with np.errstate(invalid="ignore"):
+            value = float(np.percentile(arr, p, method="linear"))
+        out[f"p{p}"] = math.inf if math.isnan(value) else value
+    return out
+
+
+def is_success(detail: dict[str, Any], i: int) -> bool:
+    return not detail["errors"][i] and detail["output_lens"][i] > 0
+
+
+def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
+              timeout_s: float | None = None) -> dict[str, Any]:
+    """The run's summary numbers from per-request data (see the module docstring)."""
+    kept = kept_indices(detail["start_times"], warmup_fraction)
+    ok = [i for i in kept if is_success(detail, i)]
+    ok_set = set(ok)
+    ttft_ms = [detail["ttfts"][i] * 1e3 if i in ok_set else math.inf for i in kept]
+    itl_ms = [x * 1e3 for i in ok for x in detail["itls"][i]]
+    e2e_s = {i: detail["ttfts"][i] + sum(detail["itls"][i]) for i in ok}
+    tpot_ms = [(e2e_s[i] - detail["ttfts"][i]) * 1e3 / (detail["output_lens"][i] - 1)
+               for i in ok if detail["output_lens"][i] > 1]
+    e2e_ms = [e2e_s[i] * 1e3 if i in e2e_s else math.inf for i in kept]
+    timeouts = sum(1 for i in ok if timeout_s is not None and e2e_s[i] > timeout_s)
+    output_tokens = sum(detail["output_lens"][i] for i in ok)
+    if ok:
+        span = max(detail["start_times"][i] + e2e_s[i] for i in ok) - min(detail["start_times"][i] for i in kept)
+    else:
+        span = 0.0
+    failed = len(kept) - len(ok)
+    return {
+        "warmup_fraction": warmup_fraction,
+        "num_requests": len(detail["start_times"]),
+        "num_kept": len(kept),
+        "num_failed": failed,
+        "num_timeouts": timeouts,
+        "timeout_s": timeout_s,
+        "timeout_rate": (timeouts + failed) / len(kept) if kept else None,
+        "ttft_ms": percentiles(ttft_ms),
+        "itl_ms": percentiles(itl_ms),
+        "tpot_ms": percentiles(tpot_ms),
+        "e2el_ms": percentiles(e2e_ms),
+        "mean_ttft_ms": float(np.mean(ttft_ms)) if ttft_ms else None,
+        "mean_itl_ms": float(np.mean(itl_ms)) if itl_ms else None,
+        "output_tokens": output_tokens,
+        "duration_s": span,
+        "output_throughput_tok_s": output_tokens / span if span > 0 else None,
+    }

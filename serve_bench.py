@@ -1,0 +1,533 @@
+"""Harness for Tasks 2 and 3: one ``vllm serve`` configuration, several ``vllm bench serve`` runs.
+
+    python serve_bench.py --task task2 --tag mnbt-2048 --out-dir results/task2 \
+        --model models/qwen3-0.6b --dummy-weights \
+        --server-args "--max-num-batched-tokens 2048 --max-num-seqs 256 --gpu-memory-utilization 0.9" \
+        --bench-args "--dataset-name random --random-input-len 1024 --random-output-len 256 \
+                      --seed 42 --num-prompts 1000 --ignore-eos" \
+        --rates 16,inf --runs 2
+
+For each (rate, run) it writes ``<out-dir>/<tag>_rate-<rate>_run-<k>.json`` as soon as that run
+ends; a run whose file exists is skipped (``--force`` redoes it), and the server is not started
+at all when nothing is left to do, so a sweep cut off halfway resumes where it stopped.
+
+What it does, in order: checks the scheduler name and the port; starts the server (its own
+process group, log in ``<out-dir>/logs/``) on a free port with the project on ``PYTHONPATH``;
+waits for ``/health`` while checking that the process is alive (a server that dies is reported
+with the end of its log); per run, polls ``/metrics`` in the background (peak
+``vllm:kv_cache_usage_perc``, running/waiting peaks, preemptions) and runs the benchmark client;
+stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
+
+Result file schema (``schema_version`` 1): ``meta`` (provenance), ``config`` (every knob: server
+and bench commands, scheduler, rate, workload, run index), ``client`` (what ``vllm bench serve``
+saved, with the per-request arrays packed by ``lab_metrics.pack_detail`` under ``detail_npz_b64``),
+``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity; for this project's schedulers the recorder's
+counters for this run and its cumulative statistics), ``summary`` (``lab_metrics.summarize``
+after dropping the first 10% of requests as warm-up).
+
+Environment: ``LAB3_SERVE_CMD`` and ``LAB3_BENCH_CMD`` replace the two commands (default:
+``vllm serve`` and ``vllm bench serve`` with the ``vllm`` command beside this interpreter, else
+on PATH), e.g. for a CPU server started as
+``.venv-cpu-serve/bin/python -m vllm.entrypoints.openai.api_server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from lab_metrics import pack_detail, summarize  # noqa: E402
+from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
+from provenance import collect_meta  # noqa: E402
+
+SCHEMA_VERSION = 1
+
+
+def vllm_cli() -> list[str]:
+    """The ``vllm`` command of this interpreter's environment, else of PATH, else its module.
+
+    The console script is preferred: ``vllm bench`` only switches to the CPU platform (and so
+    runs on a machine without a GPU) when started as ``vllm bench ...``.
+    """
+    beside = Path(sys.executable).parent / "vllm"
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("vllm")
+    return [found] if found else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
+LOG_TAIL_LINES = 40
+
+
+class HarnessError(RuntimeError):
+    """A failure the user can act on; the message says what and where the log is."""
+
+
+def log(message: str) -> None:
+    print(f"[serve_bench] {message}", flush=True)
+
+
+def rate_label(rate: str) -> str:
+    return "inf" if rate.lower() in ("inf", "infinity") else rate
+
+
+def result_name(tag: str, rate: str, run: int) -> str:
+    return f"{tag}_rate-{rate_label(rate)}_run-{run}.json"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, path)
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --------------------------------------------------------------------------------------------
+# Ports
+# --------------------------------------------------------------------------------------------
+def port_is_busy(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Server:
+    """A ``vllm serve`` process in its own process group, stopped with all its children."""
+
+    command: list[str]
+    env: dict[str, str]
+    log_path: Path
+    port: int
+    host: str = "127.0.0.1"
+    process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.log_path, "w")
+        handle.write(f"$ {shlex.join(self.command)}\n")
+        handle.flush()
+        self.process = subprocess.Popen(self.command, stdout=handle, stderr=subprocess.STDOUT,
+                                        env=self.env, start_new_session=True, cwd=ROOT)
+        handle.close()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def died(self, when: str) -> HarnessError:
+        code = None if self.process is None else self.process.poll()
+        return HarnessError(f"the server died {when} (exit code {code}); log {self.log_path}, "
+                            f"last lines:\n{tail(self.log_path)}")
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Seconds until ``/health`` answered 200; fails fast if the process exits."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            if not self.alive():
+                raise self.died("while starting")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return time.monotonic() - start
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(1.0)
+        raise HarnessError(f"the server did not become healthy within {timeout_s:.0f} s; "
+                           f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM to the process group, then SIGKILL after ``grace_s``; idempotent."""
+        if self.process is None or self.process.poll() is not None:
+            self._kill_group(signal.SIGKILL)  # children may outlive a dead leader
+            return
+        self._kill_group(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self._kill_group(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self._kill_group(signal.SIGKILL)
+
+    def _kill_group(self, sig: int) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+# --------------------------------------------------------------------------------------------
+# /metrics
+# --------------------------------------------------------------------------------------------
+_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus text exposition as (name, labels, value) samples."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        try:
+            value = float(match["value"])
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(match["labels"] or ""))
+        samples.append((match["name"], labels, value))
+    return samples
+
+
+@dataclass
+class MetricsPoller:
+    """Polls ``/metrics`` in a thread; keeps peaks of gauges and first/last of counters."""
+
+    url: str
+    interval_s: float = 0.25
+    peaks: dict[str, float] = field(default_factory=dict)
+    first: dict[str, float] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)
+    cache_info: dict[str, str] = field(default_factory=dict)
+    num_samples: int = 0
+    errors: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    GAUGES = ("vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting")
+    COUNTERS = ("vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+
+    def poll_once(self) -> None:
+        try:
+            with urllib.request.urlopen(self.url, timeout=5) as resp:
+                text = resp.read().decode()
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            self.errors += 1
+            return
+        self.num_samples += 1
+        totals: dict[str, float] = {}
+        for name, labels, value in parse_metrics(text):
+            if name in self.GAUGES or name in self.COUNTERS:
+                totals[name] = totals.get(name, 0.0) + value
+            elif name == "vllm:cache_config_info" and not self.cache_info:
+                self.cache_info = labels
+        for name, value in totals.items():
+            if name in self.GAUGES:
+                self.peaks[name] = max(self.peaks.get(name, value), value)
+            else:
+                self.first.setdefault(name, value)
+                self.last[name] = value
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once()
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> "MetricsPoller":
+        self.poll_once()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.poll_once()
+
+    def report(self, bytes_per_token: int | None) -> dict[str, Any]:
+        blocks = int(self.cache_info.get("num_gpu_blocks", 0) or 0)
+        block_size = int(self.cache_info.get("block_size", 0) or 0)
+        capacity = blocks * block_size if blocks and block_size else None
+        peak_perc = self.peaks.get("vllm:kv_cache_usage_perc")
+        peak_tokens = None if peak_perc is None or capacity is None else peak_perc * capacity
+        return {
+            "samples": self.num_samples, "poll_errors": self.errors, "interval_s": self.interval_s,
+            "peak_kv_cache_usage_perc": peak_perc,
+            "kv_capacity_tokens": capacity, "num_gpu_blocks": blocks or None,
+            "block_size": block_size or None,
+            "peak_kv_tokens": peak_tokens,
+            "peak_kv_bytes": None if peak_tokens is None or bytes_per_token is None
+            else peak_tokens * bytes_per_token,
+            "peak_num_requests_running": self.peaks.get("vllm:num_requests_running"),
+            "peak_num_requests_waiting": self.peaks.get("vllm:num_requests_waiting"),
+            "counters_delta": {n: self.last[n] - self.first[n] for n in self.last if n in self.first},
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Engine statistics written by my_scheduler's recorder
+# --------------------------------------------------------------------------------------------
+def read_stats(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def counters_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The recorder's counters (steps, tokens, preemptions, policy) accrued during one run."""
+    if after is None:
+        return None
+    before = before or {}
+
+    def diff(key: str) -> dict[str, float]:
+        old = before.get(key, {})
+        return {k: v - old.get(k, 0) for k, v in after.get(key, {}).items()}
+
+    return {"steps": diff("steps"), "tokens": diff("tokens"), "policy": diff("policy"),
+            "preemptions": after["queues"]["preemptions"] - before.get("queues", {}).get("preemptions", 0)}
+
+
+# --------------------------------------------------------------------------------------------
+# One configuration
+# --------------------------------------------------------------------------------------------
+def build_server_command(args: argparse.Namespace, model: str, port: int, scheduler_cls: str) -> list[str]:
+    command = shlex.split(os.environ.get("LAB3_SERVE_CMD", "")) or vllm_cli() + ["serve"]
+    command += ["--model", model, "--host", "127.0.0.1", "--port", str(port)]
+    if args.dummy_weights:
+        command += ["--load-format", "dummy"]
+    if scheduler_cls:
+        command += ["--scheduler-cls", scheduler_cls]
+    return command + shlex.split(args.server_args)
+
+
+def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str,
+                        result_dir: Path, result_file: str) -> list[str]:
+    command = shlex.split(os.environ.get("LAB3_BENCH_CMD", "")) or vllm_cli() + ["bench", "serve"]
+    command += ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
+                "--request-rate", rate, "--save-result", "--save-detailed",
+                "--result-dir", str(result_dir), "--result-filename", result_file,
+                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
+    if args.goodput:
+        command += ["--goodput", *shlex.split(args.goodput)]
+    return command + shlex.split(args.bench_args)
+
+
+def run_bench(command: list[str], log_path: Path, env: dict[str, str]) -> None:
+    """Run the client, echoing its output (its progress bar included) and keeping a log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as handle:
+        handle.write(f"$ {shlex.join(command)}\n")
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=env, cwd=ROOT, text=True, bufsize=1)
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                handle.write(line)
+                if not line.startswith(("INFO", "WARNING", "DEBUG")):
+                    sys.stdout.write(line)
+            code = proc.wait()
+        finally:
+            if proc.poll() is None:  # interrupted: the client goes with us
+                proc.kill()
+                proc.wait()
+    if code != 0:
+        raise HarnessError(f"the benchmark client failed (exit code {code}); log {log_path}, "
+                           f"last lines:\n{tail(log_path)}")
+
+
+def compose_result(args: argparse.Namespace, rate: str, run: int, server: Server,
+                   bench_cmd: list[str], client: dict[str, Any], metrics: dict[str, Any],
+                   stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
+                   scheduler_cls: str) -> dict[str, Any]:
+    detail_keys = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
+    detail = {k: client[k] for k in detail_keys}
+    client_scalars = {k: v for k, v in client.items() if k not in detail_keys + ("generated_texts",)}
+    weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "meta": collect_meta(args.model, weights, ["serve_bench.py", *args.argv]),
+        "config": {
+            "task": args.task, "tag": args.tag, "workload": args.workload, "rate": rate_label(rate),
+            "run": run, "scheduler": args.scheduler, "scheduler_cls": scheduler_cls or None,
+            "server_command": shlex.join(server.command), "bench_command": shlex.join(bench_cmd),
+            "server_args": args.server_args, "bench_args": args.bench_args,
+            "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
+        },
+        "client": client_scalars | {"detail_npz_b64": pack_detail(detail)},
+        "engine": {"metrics": metrics,
+                   "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
+                   "scheduler_stats_cumulative": stats_after},
+        "summary": summarize(detail, args.warmup_fraction, args.timeout_s),
+    }
+
+
+def pending_runs(args: argparse.Namespace) -> list[tuple[str, int, Path]]:
+    runs = []
+    for rate in args.rates:
+        for run in range(1, args.runs + 1):
+            path = args.out_dir / result_name(args.tag, rate, run)
+            if path.exists() and not args.force:
+                log(f"{path.name}: exists, skipped (--force redoes it)")
+                continue
+            runs.append((rate, run, path))
+    return runs
+
+
+def run_config(args: argparse.Namespace) -> int:
+    from my_scheduler import STATS_ENV, resolve_strategy
+
+    try:
+        scheduler_cls = resolve_strategy(args.scheduler)
+    except ValueError as err:
+        raise HarnessError(str(err)) from err
+    if args.port and port_is_busy(args.port):
+        raise HarnessError(f"port {args.port} is busy: another server is listening there "
+                           "(stop it, or pass --port 0 for a free one)")
+    todo = pending_runs(args)
+    if not todo:
+        log(f"{args.tag}: nothing to do")
+        return 0
+    model = resolve_model(args.model)
+    port = args.port or free_port()
+    logs = args.out_dir / "logs"
+    work = Path(tempfile.mkdtemp(prefix=f"serve-bench-{args.tag}-"))
+    stats_path = work / "scheduler_stats.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env[STATS_ENV] = str(stats_path)
+    server = Server(build_server_command(args, model, port, scheduler_cls), env,
+                    logs / f"{args.tag}_server.log", port)
+    if args.dry_run:
+        log(f"would start: {shlex.join(server.command)}")
+        for rate, run, path in todo:
+            cmd = build_bench_command(args, model, server.base_url, rate, work, "raw.json")
+            log(f"would run ({path.name}): {shlex.join(cmd)}")
+        return 0
+    try:
+        bytes_per_token = kv_bytes_per_token(load_config(model)) if Path(model).is_dir() else None
+    except (OSError, KeyError):
+        bytes_per_token = None
+    try:
+        server.start()
+        log(f"{args.tag}: starting the server on port {port}, process group "
+            f"{server.process.pid} (log {server.log_path})")
+        ready_s = server.wait_ready(args.startup_timeout)
+        log(f"{args.tag}: server ready in {ready_s:.0f} s")
+        for index, (rate, run, path) in enumerate(todo, 1):
+            log(f"{args.tag}: rate {rate_label(rate)}, run {run} ({index}/{len(todo)})")
+            raw = f"raw_{rate_label(rate)}_{run}.json"
+            bench_cmd = build_bench_command(args, model, server.base_url, rate, work, raw)
+            stats_before = read_stats(stats_path)
+            with MetricsPoller(f"{server.base_url}/metrics") as poller:
+                run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env)
+            if not server.alive():
+                raise server.died("during the benchmark")
+            time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
+            client = json.loads((work / raw).read_text())
+            result = compose_result(args, rate, run, server, bench_cmd, client,
+                                    poller.report(bytes_per_token), stats_before,
+                                    read_stats(stats_path), scheduler_cls)
+            write_json_atomic(path, result)
+            s = result["summary"]
+            log(f"{args.tag}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, p99 {s['ttft_ms']['p99']:.1f} ms; "
+                f"ITL p50 {s['itl_ms']['p50']:.2f} ms, p99 {s['itl_ms']['p99']:.2f} ms; "
+                f"{s['output_throughput_tok_s'] or 0:.0f} tok/s; failed {s['num_failed']}, "
+                f"timeouts {s['num_timeouts']} -> {path}")
+    finally:
+        server.stop()
+        log(f"{args.tag}: server stopped")
+    return 0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True, help="label stored in each result (task2, task3)")
+    parser.add_argument("--tag", required=True, help="names this configuration's result files")
+    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--dummy-weights", action="store_true")
+    parser.add_argument("--scheduler", default="default",
+                        help="short name or my_scheduler.Class (python my_scheduler.py --list)")
+    parser.add_argument("--server-args", default="", help="extra vllm serve flags, one string")
+    parser.add_argument("--bench-args", default="", help="extra vllm bench serve flags, one string")
+    parser.add_argument("--workload", default="", help="label of the load, stored in each result")
+    parser.add_argument("--rates", default="16", help="comma-separated request rates (inf allowed)")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--goodput", default="", help='passed to --goodput, e.g. "ttft:500 tpot:50"')
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--timeout-s", type=float, default=None,
+                        help="end-to-end latency above which a request counts as a timeout")
+    parser.add_argument("--port", type=int, default=0, help="0: pick a free port")
+    parser.add_argument("--startup-timeout", type=float, default=900.0)
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    args = parser.parse_args(argv)
+    args.argv = argv
+    args.rates = [r.strip() for r in args.rates.split(",") if r.strip()]
+    for rate in args.rates:
+        if rate_label(rate) != "inf":
+            try:
+                if float(rate) <= 0:
+                    raise ValueError
+            except ValueError:
+                parser.error(f"--rates: {rate!r} is not a positive number or inf")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if not 0 <= args.warmup_fraction < 1:
+        parser.error("--warmup-fraction must be in [0, 1)")
+    return args
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return run_config(args)
+    except HarnessError as err:
+        print(f"[serve_bench] error: {err}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("[serve_bench] interrupted; the server was stopped, finished runs are kept",
+              file=sys.stderr, flush=True)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

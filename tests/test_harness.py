@@ -1,0 +1,135 @@
+"""The serving harness's pieces that need no server: metrics, parsing, storage, fast failures."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+
+import pandas as pd
+import pytest
+
+import plot_results
+import serve_bench as sb
+from lab_metrics import pack_detail, summarize, unpack_detail
+
+
+def _detail() -> dict:
+    """Ten requests, 1 s apart; request 0 is warm-up; request 3 failed; request 7 is slow."""
+    n = 10
+    detail = {
+        "start_times": [float(i) for i in range(n)],
+        "ttfts": [0.1] * n,
+        "itls": [[0.01, 0.02, 0.03] for _ in range(n)],
+        "input_lens": [100] * n,
+        "output_lens": [4] * n,
+        "errors": [""] * n,
+    }
+    detail["ttfts"][3], detail["itls"][3], detail["output_lens"][3] = 0.0, [], 0
+    detail["errors"][3] = "Internal Server Error"
+    detail["ttfts"][7], detail["itls"][7] = 5.0, [0.01, 0.02, 4.0]
+    detail["ttfts"][0] = 9.0  # warm-up outlier: dropped, must not show up anywhere
+    return detail
+
+
+def test_summary_drops_warmup_and_keeps_failures_and_timeouts():
+    s = summarize(_detail(), warmup_fraction=0.1, timeout_s=2.0)
+    assert (s["num_requests"], s["num_kept"], s["num_failed"], s["num_timeouts"]) == (10, 9, 1, 1)
+    assert s["timeout_rate"] == pytest.approx(2 / 9)
+    assert s["ttft_ms"]["p50"] == pytest.approx(100.0)
+    assert math.isinf(s["ttft_ms"]["p99"])  # the failed request is +inf, not dropped
+    # ITLs: 7 successful normal requests x (10, 20, 30) ms + the slow one (10, 20, 4000) ms
+    assert s["itl_ms"]["p50"] == pytest.approx(20.0)
+    assert s["output_tokens"] == 8 * 4
+    # last end: the slow request 7 at 7 + 5 + 4.03 s; first kept start: 1 s
+    assert s["duration_s"] == pytest.approx(15.03)
+    assert s["output_throughput_tok_s"] == pytest.approx(32 / 15.03)
+    assert s["tpot_ms"]["p50"] == pytest.approx(20.0)
+
+
+def test_packed_detail_round_trips_to_the_microsecond():
+    detail = _detail()
+    back = unpack_detail(pack_detail(detail))
+    assert back["errors"] == detail["errors"]
+    assert back["output_lens"] == detail["output_lens"]
+    assert back["start_times"] == detail["start_times"]
+    for got, want in zip(back["itls"], detail["itls"]):
+        assert got == pytest.approx(want, abs=1e-6)
+    assert back["ttfts"] == pytest.approx(detail["ttfts"], abs=1e-6)
+    assert summarize(back, 0.1, 2.0) == summarize(detail, 0.1, 2.0)
+
+
+def test_prometheus_text_is_parsed_with_labels():
+    text = (
+        '# HELP vllm:kv_cache_usage_perc KV-cache usage.\n'
+        '# TYPE vllm:kv_cache_usage_perc gauge\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="models/x"} 0.25\n'
+        'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="72544"} 1.0\n'
+        'vllm:num_preemptions_total{engine="0",model_name="m"} 3.0\n'
+    )
+    samples = sb.parse_metrics(text)
+    assert samples[0] == ("vllm:kv_cache_usage_perc", {"engine": "0", "model_name": "models/x"}, 0.25)
+    assert samples[1][1]["num_gpu_blocks"] == "72544"
+    assert samples[2][2] == 3.0
+
+
+def test_recorder_counters_are_diffed_per_run():
+    before = {"steps": {"total": 10, "mixed": 2}, "tokens": {"prefill": 100}, "policy": {"fallback_steps": 1},
+              "queues": {"preemptions": 1}}
+    after = {"steps": {"total": 25, "mixed": 2}, "tokens": {"prefill": 400}, "policy": {"fallback_steps": 4},
+             "queues": {"preemptions": 5}}
+    assert sb.counters_delta(before, after) == {
+        "steps": {"total": 15, "mixed": 0}, "tokens": {"prefill": 300},
+        "policy": {"fallback_steps": 3}, "preemptions": 4}
+    assert sb.counters_delta(None, None) is None
+
+
+def _args(tmp_path, *extra: str):
+    return sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", str(tmp_path), "--model",
+                          "models/tiny-qwen3", *extra])
+
+
+def test_busy_port_is_refused_before_any_server_starts(tmp_path, capsys):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        code = sb.main(["--task", "t", "--tag", "x", "--out-dir", str(tmp_path), "--model",
+                        "models/tiny-qwen3", "--port", str(port)])
+    assert code == 1
+    assert f"port {port} is busy" in capsys.readouterr().err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_unknown_scheduler_is_refused_before_any_server_starts(tmp_path, capsys):
+    assert sb.main(["--task", "t", "--tag", "x", "--out-dir", str(tmp_path), "--model",
+                    "models/tiny-qwen3", "--scheduler", "my_scheduler.Fastest"]) == 1
+    assert "unknown scheduler 'my_scheduler.Fastest'" in capsys.readouterr().err
+
+
+def test_bad_rates_are_rejected(capsys):
+    with pytest.raises(SystemExit):
+        sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", "/tmp", "--model", "m", "--rates", "16,fast"])
+    assert "not a positive number or inf" in capsys.readouterr().err
+
+
+def test_existing_results_are_skipped_and_dry_run_prints_commands(tmp_path, capsys):
+    (tmp_path / "x_rate-16_run-1.json").write_text("{}")
+    args = _args(tmp_path, "--rates", "16,inf", "--runs", "1", "--dry-run", "--dummy-weights",
+                 "--scheduler", "sjf", "--server-args", "--max-num-seqs 4")
+    assert sb.run_config(args) == 0
+    out = capsys.readouterr().out
+    assert "x_rate-16_run-1.json: exists, skipped" in out
+    assert "--scheduler-cls my_scheduler.SJFScheduler" in out and "--load-format dummy" in out
+    assert "would run (x_rate-inf_run-1.json)" in out and "--request-rate inf" in out
+    assert "would run (x_rate-16_run-1.json)" not in out
+
+
+def test_task2_table_takes_the_median_over_runs():
+    runs = pd.DataFrame([
+        {"max_num_batched_tokens": 512, "rate": "16", "run": k, "TTFT P50 (ms)": v, "TTFT P99 (ms)": v,
+         "ITL P50 (ms)": v, "ITL P99 (ms)": v, "Throughput (tok/s)": 10 * v}
+        for k, v in ((1, 1.0), (2, 3.0), (3, 8.0))])
+    table = plot_results.task2_table(runs)
+    assert table.loc[0, "TTFT P50 (ms)"] == 3.0 and table.loc[0, "runs"] == 3
+    assert table.loc[0, "Throughput (tok/s)"] == 30.0
