@@ -14,8 +14,10 @@ at all when nothing is left to do, so a sweep cut off halfway resumes where it s
 What it does, in order: checks the scheduler name and the port; starts the server (its own
 process group, log in ``<out-dir>/logs/``) on a free port with the project on ``PYTHONPATH``;
 waits for ``/health`` while checking that the process is alive (a server that dies is reported
-with the end of its log); per run, polls ``/metrics`` in the background (peak
-``vllm:kv_cache_usage_perc``, running/waiting peaks, preemptions) and runs the benchmark client;
+with the end of its log); per run, empties the prefix cache (runs replay the same seeded prompts,
+and a cached prompt would skip its prefill; the server runs with ``VLLM_SERVER_DEV_MODE=1`` for
+that endpoint), polls ``/metrics`` in the background (peak ``vllm:kv_cache_usage_perc``,
+running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark client;
 stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
 
 Result file schema (``schema_version`` 1): ``meta`` (provenance), ``config`` (every knob: server
@@ -172,6 +174,22 @@ class Server:
         raise HarnessError(f"the server did not become healthy within {timeout_s:.0f} s; "
                            f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
 
+    def reset_prefix_cache(self) -> None:
+        """Empty the prefix cache (a dev-mode endpoint), so a run never reuses the last one's KV.
+
+        Every run of a configuration replays the same seeded prompts; without this, the second
+        run would find all of them cached and skip its prefills.
+        """
+        request = urllib.request.Request(f"{self.base_url}/reset_prefix_cache", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                ok = resp.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as err:
+            raise HarnessError(f"could not reset the prefix cache ({err}); the server must run with "
+                               "VLLM_SERVER_DEV_MODE=1") from err
+        if not ok:
+            raise HarnessError(f"POST /reset_prefix_cache answered {resp.status}")
+
     def stop(self, grace_s: float = 30.0) -> None:
         """SIGTERM to the process group, then SIGKILL after ``grace_s``; idempotent."""
         if self.process is None or self.process.poll() is not None:
@@ -235,7 +253,8 @@ class MetricsPoller:
     _thread: threading.Thread | None = None
 
     GAUGES = ("vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting")
-    COUNTERS = ("vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+    COUNTERS = ("vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+                "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 
     def poll_once(self) -> None:
         try:
@@ -427,6 +446,7 @@ def run_config(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env[STATS_ENV] = str(stats_path)
+    env["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache between runs
     server = Server(build_server_command(args, model, port, scheduler_cls), env,
                     logs / f"{args.tag}_server.log", port)
     if args.dry_run:
@@ -449,6 +469,7 @@ def run_config(args: argparse.Namespace) -> int:
             log(f"{args.tag}: rate {rate_label(rate)}, run {run} ({index}/{len(todo)})")
             raw = f"raw_{rate_label(rate)}_{run}.json"
             bench_cmd = build_bench_command(args, model, server.base_url, rate, work, raw)
+            server.reset_prefix_cache()
             stats_before = read_stats(stats_path)
             with MetricsPoller(f"{server.base_url}/metrics") as poller:
                 run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env)

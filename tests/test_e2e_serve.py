@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent
 CPU_VENV = Path(os.environ.get("LAB3_CPU_SERVE_VENV", ROOT / ".venv-cpu-serve"))
 TINY = str(ROOT / "models" / "tiny-qwen3")
-CPU_SERVER_FLAGS = "--dtype float32 --enforce-eager --max-model-len 256"
+CPU_SERVER_FLAGS = "--dtype float32 --enforce-eager --max-model-len 512"
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def server_groups(output: str) -> list[int]:
 
 def task2(env: dict[str, str], out_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     command = ["bash", str(ROOT / "task2.sh"), "--model", TINY, "--dummy-weights",
-               "--rates", "inf", "--runs", "1", "--num-prompts", "10", "--input-len", "48",
+               "--rates", "inf", "--runs", "1", "--num-prompts", "10", "--input-len", "300",
                "--output-len", "6", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.15",
                "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), *extra]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
@@ -64,7 +64,7 @@ def task2(env: dict[str, str], out_dir: Path, *extra: str) -> subprocess.Complet
 
 def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
     out_dir = tmp_path / "results" / "task2"
-    proc = task2(cpu_env, out_dir, "--values", "64 128")
+    proc = task2(cpu_env, out_dir, "--values", "64 128", "--runs", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for value in (64, 128):
         data = json.loads((out_dir / f"mnbt-{value}_rate-inf_run-1.json").read_text())
@@ -77,6 +77,7 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
         assert data["client"]["completed"] == 10
         metrics = data["engine"]["metrics"]
         assert metrics["kv_capacity_tokens"] > 0 and metrics["samples"] > 0
+        assert metrics["counters_delta"]["vllm:prompt_tokens_total"] == 10 * 300
         assert data["meta"]["weights"].startswith("dummy")
     tables = (tmp_path / "results" / "tables.md").read_text()
     assert "## Task 2" in tables and "|                       64 |" in tables
@@ -85,7 +86,13 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
     groups = server_groups(proc.stdout)
     assert len(groups) == 2 and not any(group_alive(g) for g in groups)
 
-    again = task2(cpu_env, out_dir, "--values", "64 128", "--no-plot")
+    # Run 2 replays run 1's seeded prompts on the same server: the prefix cache was emptied first, so
+    # nothing is served from cache (without the reset, every full block would be a hit).
+    repeat = json.loads((out_dir / "mnbt-64_rate-inf_run-2.json").read_text())
+    assert repeat["engine"]["metrics"]["counters_delta"]["vllm:prefix_cache_hits_total"] == 0
+    assert repeat["engine"]["metrics"]["counters_delta"]["vllm:prefix_cache_queries_total"] >= 10 * 300
+
+    again = task2(cpu_env, out_dir, "--values", "64 128", "--runs", "2", "--no-plot")
     assert again.returncode == 0
     assert again.stdout.count("nothing to do") == 2 and "starting the server" not in again.stdout
 
