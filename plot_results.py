@@ -222,6 +222,149 @@ def task2_section(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------------------------
+# Task 3
+# --------------------------------------------------------------------------------------------
+STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
+                   "sjf": "Strategy B1: SJF"}
+
+
+def strategy_label(name: str) -> str:
+    return STRATEGY_LABELS.get(name, name)
+
+
+def _strategy_order(name: str) -> tuple[int, str]:
+    order = list(STRATEGY_LABELS)
+    return (order.index(name) if name in order else len(order), name)
+
+
+def task3_runs(folder: Path) -> pd.DataFrame:
+    """One row per run: strategy, workload, load, latency/throughput, timeouts, step counts."""
+    rows = []
+    for run in load_runs(folder):
+        cfg, summary = run["config"], run["summary"]
+        counts = (run.get("engine") or {}).get("scheduler_counts_this_run") or {}
+        steps, policy = counts.get("steps", {}), counts.get("policy", {})
+        row = {"strategy": cfg["scheduler"], "workload": cfg["workload"], "rate": cfg["rate"],
+               "run": cfg["run"], "file": run["_file"]}
+        for column, (key, pct) in TASK2_METRICS.items():
+            row[column] = summary[key][pct]
+        row[THROUGHPUT] = summary["output_throughput_tok_s"]
+        row["timeouts"] = summary["num_timeouts"]
+        row["failed"] = summary["num_failed"]
+        row["timeout rate"] = summary["timeout_rate"]
+        row["timeout_s"] = summary["timeout_s"]
+        row["mixed steps"] = steps.get("mixed")
+        row["fallback steps"] = policy.get("fallback_steps")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def task3_table(runs: pd.DataFrame, workload: str, rate: str) -> pd.DataFrame:
+    """The handout's main comparison table for one workload and load (median over runs)."""
+    part = runs[(runs["workload"] == workload) & (runs["rate"] == rate)]
+    columns = list(TASK2_METRICS) + [THROUGHPUT, "timeouts", "failed", "timeout rate",
+                                     "mixed steps", "fallback steps"]
+    table = part.groupby("strategy")[columns].median()
+    table = table.loc[sorted(table.index, key=_strategy_order)]
+    table.insert(0, "strategy", [strategy_label(s) for s in table.index])
+    table["timeout rate"] = table["timeout rate"].map(lambda v: f"{v:.1%}")
+    return table.round(2).reset_index(drop=True)
+
+
+def _run_detail(folder: Path, file_name: str) -> dict[str, Any]:
+    from lab_metrics import is_success, kept_indices, unpack_detail
+
+    run = json.loads((folder / file_name).read_text())
+    detail = unpack_detail(run["client"]["detail_npz_b64"])
+    kept = kept_indices(detail["start_times"], run["config"]["warmup_fraction"])
+    ok = [i for i in kept if is_success(detail, i)]
+    ok_set = set(ok)
+    return {"n": len(kept), "ttft_ms": [detail["ttfts"][i] * 1e3 for i in ok],
+            "itl_ms": [x * 1e3 for i in ok for x in detail["itls"][i]],
+            "input_lens": [detail["input_lens"][i] for i in kept],
+            "ttft_or_inf_ms": [detail["ttfts"][i] * 1e3 if i in ok_set else float("inf") for i in kept]}
+
+
+def plot_cdfs(folder: Path, runs: pd.DataFrame, workload: str, rate: str, figures: Path) -> Path:
+    """3A: TTFT and ITL CDFs of each strategy (run 1), log-x in ms. A failed request keeps the
+    TTFT curve below 1, so failures stay visible."""
+    figures.mkdir(parents=True, exist_ok=True)
+    part = runs[(runs["workload"] == workload) & (runs["rate"] == rate) & (runs["run"] == 1)]
+    fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(11, 4))
+    for _, row in sorted(part.iterrows(), key=lambda item: _strategy_order(item[1]["strategy"])):
+        detail = _run_detail(folder, row["file"])
+        for ax, values, total in ((ax_ttft, detail["ttft_ms"], detail["n"]),
+                                  (ax_itl, detail["itl_ms"], len(detail["itl_ms"]))):
+            if not values:
+                continue
+            xs = sorted(values)
+            ys = [(i + 1) / total for i in range(len(xs))]
+            ax.step(xs, ys, where="post", label=strategy_label(row["strategy"]))
+    for ax, title in ((ax_ttft, "TTFT"), (ax_itl, "ITL")):
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{title} (ms, log scale)")
+        ax.set_ylabel("fraction of requests" if ax is ax_ttft else "fraction of token gaps")
+        ax.set_ylim(0, 1.01)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(f"{title} CDF")
+    ax_ttft.legend(loc="lower right")
+    fig.suptitle(f"3A: {workload}, {load_label(rate)} (first 10% of requests dropped)")
+    fig.tight_layout()
+    path = figures / f"task3_3A_cdf_{workload}_rate-{rate}.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def ttft_by_prompt_length(folder: Path, runs: pd.DataFrame, workload: str, rate: str,
+                          buckets: int = 4) -> pd.DataFrame:
+    """TTFT P50/P99 per prompt-length quartile and strategy: who wins and who pays under SJF."""
+    import numpy as np
+
+    part = runs[(runs["workload"] == workload) & (runs["rate"] == rate) & (runs["run"] == 1)]
+    rows = []
+    for _, row in sorted(part.iterrows(), key=lambda item: _strategy_order(item[1]["strategy"])):
+        detail = _run_detail(folder, row["file"])
+        frame = pd.DataFrame({"len": detail["input_lens"], "ttft": detail["ttft_or_inf_ms"]})
+        frame["bucket"] = pd.qcut(frame["len"], buckets, duplicates="drop")
+        for bucket, group in frame.groupby("bucket", observed=True):
+            with np.errstate(invalid="ignore"):
+                p50, p99 = np.percentile(group["ttft"], [50, 99])
+            rows.append({"strategy": strategy_label(row["strategy"]),
+                         "prompt tokens": f"{int(bucket.left) + 1}-{int(bucket.right)}",
+                         "requests": len(group), "TTFT P50 (ms)": round(float(p50), 1),
+                         "TTFT P99 (ms)": round(float(p99), 1)})
+    return pd.DataFrame(rows)
+
+
+def task3_section(results_dir: Path) -> str:
+    folder = results_dir / "task3"
+    runs = task3_runs(folder) if folder.is_dir() else pd.DataFrame()
+    if runs.empty:
+        return "## Task 3\n\nNo Task 3 results yet (run `bash task3.sh`).\n"
+    runs.to_csv(results_dir / "task3_runs.csv", index=False)
+    example = load_runs(folder)[0]
+    lines = ["## Task 3: scheduling strategies", "",
+             f"Server flags: `{example['config'].get('server_args')}`; common bench flags: see each "
+             "result's `config.bench_command`. First 10% of requests dropped; failed requests count "
+             f"as +inf latency; a request slower than {example['config'].get('timeout_s')} s end to "
+             "end is a timeout (timeout rate = (timeouts + failed) / requests kept). Mixed steps and "
+             "fallback steps come from the engine-side recorder (custom strategies only).", "",
+             provenance_line(example.get("meta")), ""]
+    pairs = runs[["workload", "rate"]].drop_duplicates()
+    pairs = sorted(map(tuple, pairs.values), key=lambda p: (p[0], _rate_order(p[1])))
+    for workload, rate in pairs:
+        lines += [f"### {workload}, {load_label(rate)}", "",
+                  task3_table(runs, workload, rate).to_markdown(index=False), ""]
+        figure = plot_cdfs(folder, runs, workload, rate, results_dir / "figures")
+        lines += [f"![{figure.stem}](figures/{figure.name})", ""]
+        if workload.startswith("varlen"):
+            lines += ["TTFT by prompt length (quartiles of this workload's prompts):", "",
+                      ttft_by_prompt_length(folder, runs, workload, rate).to_markdown(index=False), ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -230,7 +373,8 @@ def main(argv: list[str]) -> int:
     if not args.results.is_dir():
         parser.error(f"{args.results} is not a folder")
     text = "# Lab 3 results\n\nGenerated by `plot_results.py` from the JSON files in this folder.\n\n"
-    text += task1_section(args.results) + "\n" + task2_section(args.results)
+    text += "\n".join([task1_section(args.results), task2_section(args.results),
+                       task3_section(args.results)])
     out = args.results / "tables.md"
     out.write_text(text)
     print(f"wrote {out}")

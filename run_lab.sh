@@ -41,7 +41,7 @@ main() {
   "$PY" offline_model.py
   "$PY" task1_vllm_vs_hf.py "${MODEL_ARGS[@]}"
   LAB3_PYTHON="$PY" bash task2.sh "${MODEL_ARGS[@]}" --no-plot
-  # Task 3 (task3.sh) joins here when it lands.
+  LAB3_PYTHON="$PY" bash task3.sh "${MODEL_ARGS[@]}" --no-plot
   "$PY" plot_results.py
 }
 

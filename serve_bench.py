@@ -8,7 +8,8 @@
         --rates 16,inf --runs 2
 
 For each (rate, run) it writes ``<out-dir>/<tag>_rate-<rate>_run-<k>.json`` as soon as that run
-ends; a run whose file exists is skipped (``--force`` redoes it), and the server is not started
+ends (with ``--load NAME|RATES|FLAGS``, repeatable, several workloads share one server and the
+files are ``<tag>_<NAME>_rate-<rate>_run-<k>.json``); a run whose file exists is skipped (``--force`` redoes it), and the server is not started
 at all when nothing is left to do, so a sweep cut off halfway resumes where it stopped.
 
 What it does, in order: checks the scheduler name and the port; starts the server (its own
@@ -90,8 +91,41 @@ def rate_label(rate: str) -> str:
     return "inf" if rate.lower() in ("inf", "infinity") else rate
 
 
-def result_name(tag: str, rate: str, run: int) -> str:
-    return f"{tag}_rate-{rate_label(rate)}_run-{run}.json"
+@dataclass(frozen=True)
+class Load:
+    """A named workload: the rates to offer and the client flags that shape the requests."""
+
+    name: str
+    rates: tuple[str, ...]
+    bench_args: str = ""
+
+
+def parse_load(text: str) -> Load:
+    """``NAME|RATES|BENCH_ARGS``, e.g. ``varlen|8,48|--random-range-ratio '{"input": 0.9}'``."""
+    parts = text.split("|", 2)
+    if len(parts) != 3 or not re.fullmatch(r"[A-Za-z0-9.-]+", parts[0]):
+        raise ValueError(f"--load {text!r}: expected NAME|RATES|BENCH_ARGS, NAME of letters, digits, '.', '-'")
+    return Load(parts[0], parse_rates(parts[1]), parts[2])
+
+
+def parse_rates(text: str) -> tuple[str, ...]:
+    rates = tuple(r.strip() for r in text.split(",") if r.strip())
+    if not rates:
+        raise ValueError("no request rate given")
+    for rate in rates:
+        if rate_label(rate) != "inf":
+            try:
+                if float(rate) <= 0:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"rate {rate!r} is not a positive number or inf") from None
+    return rates
+
+
+def result_name(tag: str, load: str, rate: str, run: int) -> str:
+    """``<tag>[_<load>]_rate-<rate>_run-<k>.json``: one file per run, named by what varies."""
+    middle = f"_{load}" if load else ""
+    return f"{tag}{middle}_rate-{rate_label(rate)}_run-{run}.json"
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -351,7 +385,7 @@ def build_server_command(args: argparse.Namespace, model: str, port: int, schedu
     return command + shlex.split(args.server_args)
 
 
-def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str,
+def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str, load: Load,
                         result_dir: Path, result_file: str) -> list[str]:
     command = shlex.split(os.environ.get("LAB3_BENCH_CMD", "")) or vllm_cli() + ["bench", "serve"]
     command += ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
@@ -360,7 +394,7 @@ def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rat
                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
     if args.goodput:
         command += ["--goodput", *shlex.split(args.goodput)]
-    return command + shlex.split(args.bench_args)
+    return command + shlex.split(args.bench_args) + shlex.split(load.bench_args)
 
 
 def run_bench(command: list[str], log_path: Path, env: dict[str, str]) -> None:
@@ -386,7 +420,7 @@ def run_bench(command: list[str], log_path: Path, env: dict[str, str]) -> None:
                            f"last lines:\n{tail(log_path)}")
 
 
-def compose_result(args: argparse.Namespace, rate: str, run: int, server: Server,
+def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, server: Server,
                    bench_cmd: list[str], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
                    scheduler_cls: str) -> dict[str, Any]:
@@ -398,10 +432,12 @@ def compose_result(args: argparse.Namespace, rate: str, run: int, server: Server
         "schema_version": SCHEMA_VERSION,
         "meta": collect_meta(args.model, weights, ["serve_bench.py", *args.argv]),
         "config": {
-            "task": args.task, "tag": args.tag, "workload": args.workload, "rate": rate_label(rate),
+            "task": args.task, "tag": args.tag, "workload": load.name or args.workload,
+            "rate": rate_label(rate),
             "run": run, "scheduler": args.scheduler, "scheduler_cls": scheduler_cls or None,
             "server_command": shlex.join(server.command), "bench_command": shlex.join(bench_cmd),
-            "server_args": args.server_args, "bench_args": args.bench_args,
+            "server_args": args.server_args,
+            "bench_args": " ".join(filter(None, [args.bench_args, load.bench_args])),
             "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
         },
         "client": client_scalars | {"detail_npz_b64": pack_detail(detail)},
@@ -412,15 +448,16 @@ def compose_result(args: argparse.Namespace, rate: str, run: int, server: Server
     }
 
 
-def pending_runs(args: argparse.Namespace) -> list[tuple[str, int, Path]]:
+def pending_runs(args: argparse.Namespace) -> list[tuple[Load, str, int, Path]]:
     runs = []
-    for rate in args.rates:
-        for run in range(1, args.runs + 1):
-            path = args.out_dir / result_name(args.tag, rate, run)
-            if path.exists() and not args.force:
-                log(f"{path.name}: exists, skipped (--force redoes it)")
-                continue
-            runs.append((rate, run, path))
+    for load in args.loads:
+        for rate in load.rates:
+            for run in range(1, args.runs + 1):
+                path = args.out_dir / result_name(args.tag, load.name, rate, run)
+                if path.exists() and not args.force:
+                    log(f"{path.name}: exists, skipped (--force redoes it)")
+                    continue
+                runs.append((load, rate, run, path))
     return runs
 
 
@@ -451,8 +488,8 @@ def run_config(args: argparse.Namespace) -> int:
                     logs / f"{args.tag}_server.log", port)
     if args.dry_run:
         log(f"would start: {shlex.join(server.command)}")
-        for rate, run, path in todo:
-            cmd = build_bench_command(args, model, server.base_url, rate, work, "raw.json")
+        for load, rate, run, path in todo:
+            cmd = build_bench_command(args, model, server.base_url, rate, load, work, "raw.json")
             log(f"would run ({path.name}): {shlex.join(cmd)}")
         return 0
     try:
@@ -465,10 +502,11 @@ def run_config(args: argparse.Namespace) -> int:
             f"{server.process.pid} (log {server.log_path})")
         ready_s = server.wait_ready(args.startup_timeout)
         log(f"{args.tag}: server ready in {ready_s:.0f} s")
-        for index, (rate, run, path) in enumerate(todo, 1):
-            log(f"{args.tag}: rate {rate_label(rate)}, run {run} ({index}/{len(todo)})")
-            raw = f"raw_{rate_label(rate)}_{run}.json"
-            bench_cmd = build_bench_command(args, model, server.base_url, rate, work, raw)
+        for index, (load, rate, run, path) in enumerate(todo, 1):
+            label = f"{load.name}, " if load.name else ""
+            log(f"{args.tag}: {label}rate {rate_label(rate)}, run {run} ({index}/{len(todo)})")
+            raw = f"raw_{index}.json"
+            bench_cmd = build_bench_command(args, model, server.base_url, rate, load, work, raw)
             server.reset_prefix_cache()
             stats_before = read_stats(stats_path)
             with MetricsPoller(f"{server.base_url}/metrics") as poller:
@@ -477,7 +515,7 @@ def run_config(args: argparse.Namespace) -> int:
                 raise server.died("during the benchmark")
             time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
             client = json.loads((work / raw).read_text())
-            result = compose_result(args, rate, run, server, bench_cmd, client,
+            result = compose_result(args, load, rate, run, server, bench_cmd, client,
                                     poller.report(bytes_per_token), stats_before,
                                     read_stats(stats_path), scheduler_cls)
             write_json_atomic(path, result)
@@ -506,6 +544,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--bench-args", default="", help="extra vllm bench serve flags, one string")
     parser.add_argument("--workload", default="", help="label of the load, stored in each result")
     parser.add_argument("--rates", default="16", help="comma-separated request rates (inf allowed)")
+    parser.add_argument("--load", action="append", default=[], metavar="NAME|RATES|BENCH_ARGS",
+                        help="a named workload (repeatable); replaces --rates and --workload; its "
+                             "flags are added to --bench-args; files get _NAME in their names")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--goodput", default="", help='passed to --goodput, e.g. "ttft:500 tpot:50"')
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
@@ -517,14 +558,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
     args.argv = argv
-    args.rates = [r.strip() for r in args.rates.split(",") if r.strip()]
-    for rate in args.rates:
-        if rate_label(rate) != "inf":
-            try:
-                if float(rate) <= 0:
-                    raise ValueError
-            except ValueError:
-                parser.error(f"--rates: {rate!r} is not a positive number or inf")
+    try:
+        args.loads = ([parse_load(text) for text in args.load] if args.load
+                      else [Load("", parse_rates(args.rates))])
+    except ValueError as err:
+        parser.error(str(err))
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if not 0 <= args.warmup_fraction < 1:

@@ -137,3 +137,50 @@ def test_an_interrupted_sweep_stops_its_server_and_keeps_finished_runs(cpu_env, 
     assert "server stopped" in rest
     assert not group_alive(groups[0])
     assert list(out_dir.glob("*.json")) == []
+
+
+def _spearman(xs: list[float], ys: list[float]) -> float:
+    import pandas as pd
+
+    return float(pd.Series(xs).rank().corr(pd.Series(ys).rank()))
+
+
+def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_env, tmp_path):
+    """All three strategies serve the variable-length load; A never mixes outside its counted
+    fallbacks; SJF hands out first tokens in prompt-length order once a queue has formed."""
+    from lab_metrics import unpack_detail
+
+    out_dir = tmp_path / "results" / "task3"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "varlen",
+         "--stress-rate", "inf", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
+         "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
+         "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
+        env=cpu_env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = {s: json.loads((out_dir / f"{s}_varlen-0.9_rate-inf_run-1.json").read_text())
+            for s in ("default", "prefill-first", "sjf")}
+    assert runs["default"]["config"]["scheduler_cls"] is None
+    assert "--scheduler-cls my_scheduler.SJFScheduler" in runs["sjf"]["config"]["server_command"]
+    for data in runs.values():
+        assert data["summary"]["num_failed"] == 0 and data["client"]["completed"] == 12
+        assert data["summary"]["timeout_s"] == 30.0
+        assert "random-range-ratio" in data["config"]["bench_command"]
+    counts = runs["prefill-first"]["engine"]["scheduler_counts_this_run"]
+    assert counts["steps"]["prefill_only"] > 0 and counts["steps"]["decode_only"] > 0
+    assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"]
+    assert runs["default"]["engine"]["scheduler_counts_this_run"] is None  # vLLM's own class
+
+    def ttft_length_correlation(data: dict) -> float:
+        detail = unpack_detail(data["client"]["detail_npz_b64"])
+        queued = sorted(range(12), key=lambda i: detail["start_times"][i])[2:]  # first 2 start at once
+        return _spearman([detail["input_lens"][i] for i in queued], [detail["ttfts"][i] for i in queued])
+
+    lengths = unpack_detail(runs["sjf"]["client"]["detail_npz_b64"])["input_lens"]
+    assert max(lengths) > 2 * min(lengths)  # the load really varies in length
+    assert ttft_length_correlation(runs["sjf"]) > 0.8, ttft_length_correlation(runs["default"])
+
+    tables = (tmp_path / "results" / "tables.md").read_text()
+    assert "### varlen-0.9, rate inf" in tables and "Strategy B1: SJF" in tables
+    assert "TTFT by prompt length" in tables
+    assert (tmp_path / "results" / "figures" / "task3_3A_cdf_varlen-0.9_rate-inf.png").stat().st_size > 10_000

@@ -111,6 +111,21 @@ def test_bad_rates_are_rejected(capsys):
     with pytest.raises(SystemExit):
         sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", "/tmp", "--model", "m", "--rates", "16,fast"])
     assert "not a positive number or inf" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", "/tmp", "--model", "m", "--load", "a b|8|"])
+    assert "expected NAME|RATES|BENCH_ARGS" in capsys.readouterr().err
+
+
+def test_named_loads_share_a_server_and_name_their_files(tmp_path, capsys):
+    args = _args(tmp_path, "--dry-run", "--bench-args", "--num-prompts 5",
+                 "--load", "fixed|8|--random-input-len 64",
+                 "--load", 'varlen|2,inf|--random-range-ratio \'{"input": 0.9, "output": 0.0}\'')
+    assert [(l.name, l.rates) for l in args.loads] == [("fixed", ("8",)), ("varlen", ("2", "inf"))]
+    assert sb.run_config(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("would start") == 1
+    assert "would run (x_fixed_rate-8_run-1.json)" in out and "x_varlen_rate-inf_run-1.json" in out
+    assert "--num-prompts 5 --random-range-ratio '{\"input\": 0.9, \"output\": 0.0}'" in out
 
 
 def test_existing_results_are_skipped_and_dry_run_prints_commands(tmp_path, capsys):

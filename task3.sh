@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Task 3: vLLM's default scheduler vs Strategy A (prefill-first) vs Strategy B1 (SJF), each loaded
+# into `vllm serve` with --scheduler-cls, under the same loads.
+#
+#   bash task3.sh                     # real Qwen3-0.6B weights
+#   bash task3.sh --offline           # models/qwen3-0.6b with dummy weights
+#   bash task3.sh --dry-run           # print every command, run nothing
+#
+# One server per strategy; every workload runs on it (prefix cache emptied before each run):
+#   fixed  : the handout's load, random 1024 in / 256 out, at --rate (8) and at --stress-rate;
+#   varlen : input lengths uniform in [0.1, 1.9] x 1024 (--random-range-ratio '{"input": 0.9}'),
+#            256 out, at --stress-rate: with all prompts 1024 tokens long SJF cannot differ from FCFS.
+# --stress-rate defaults to 90% of the default scheduler's saturation throughput in requests/s
+# measured by Task 2 (mnbt-2048, rate inf) when those results exist, else 48 (about 85% of what an
+# H200 served with Qwen3-0.6B in a smoke run). Results: results/task3/<strategy>_<workload>_rate-
+# <rate>_run-<k>.json; engine-side step statistics of the custom strategies are inside each file.
+# A request slower end to end than --timeout-s (30 s) counts as a timeout; failed requests count
+# too; neither is dropped from the percentiles.
+#
+#   --strategies "default prefill-first sjf" [STRATEGIES]   (names: python my_scheduler.py --list)
+#   --rate 8 [RATE]   --stress-rate R [STRESS_RATE]   --runs 1 [RUNS]   --num-prompts 1000 [NUM_PROMPTS]
+#   --input-len 1024 [INPUT_LEN]   --output-len 256 [OUTPUT_LEN]   --range-ratio 0.9 [RANGE_RATIO]
+#   --seed 42 [SEED]   --max-num-batched-tokens 2048 [MNBT]   --max-num-seqs 256 [MAX_NUM_SEQS]
+#   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]   --timeout-s 30 [TIMEOUT_S]
+#   --workloads "fixed varlen" [WORKLOADS]   --model M [MODEL]   --dummy-weights   --offline
+#   --server-extra "..." [SERVER_EXTRA]   --out-dir results/task3 [OUT_DIR]   --force --dry-run --no-plot
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
+
+STRATEGIES="${STRATEGIES:-default prefill-first sjf}"
+WORKLOADS="${WORKLOADS:-fixed varlen}"
+RATE="${RATE:-8}"
+STRESS_RATE="${STRESS_RATE:-}"
+RUNS="${RUNS:-1}"
+NUM_PROMPTS="${NUM_PROMPTS:-1000}"
+INPUT_LEN="${INPUT_LEN:-1024}"
+OUTPUT_LEN="${OUTPUT_LEN:-256}"
+RANGE_RATIO="${RANGE_RATIO:-0.9}"
+SEED="${SEED:-42}"
+MNBT="${MNBT:-2048}"
+MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
+TIMEOUT_S="${TIMEOUT_S:-30}"
+MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
+DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
+SERVER_EXTRA="${SERVER_EXTRA:-}"
+OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task3}"
+EXTRA_HARNESS=()
+PLOT=1
+FALLBACK_STRESS_RATE=48
+
+usage() { sed -n '2,28p' "$0"; }
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2"; shift ;;
+      --workloads) require_value "$1" "${2:-}"; WORKLOADS="$2"; shift ;;
+      --rate) require_value "$1" "${2:-}"; RATE="$2"; shift ;;
+      --stress-rate) require_value "$1" "${2:-}"; STRESS_RATE="$2"; shift ;;
+      --runs) require_value "$1" "${2:-}"; RUNS="$2"; shift ;;
+      --num-prompts) require_value "$1" "${2:-}"; NUM_PROMPTS="$2"; shift ;;
+      --input-len) require_value "$1" "${2:-}"; INPUT_LEN="$2"; shift ;;
+      --output-len) require_value "$1" "${2:-}"; OUTPUT_LEN="$2"; shift ;;
+      --range-ratio) require_value "$1" "${2:-}"; RANGE_RATIO="$2"; shift ;;
+      --seed) require_value "$1" "${2:-}"; SEED="$2"; shift ;;
+      --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2"; shift ;;
+      --max-num-seqs) require_value "$1" "${2:-}"; MAX_NUM_SEQS="$2"; shift ;;
+      --gpu-memory-utilization) require_value "$1" "${2:-}"; GPU_MEMORY_UTILIZATION="$2"; shift ;;
+      --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2"; shift ;;
+      --model) require_value "$1" "${2:-}"; MODEL="$2"; shift ;;
+      --dummy-weights) DUMMY_WEIGHTS=1 ;;
+      --offline) MODEL="$LAB3_ROOT/models/qwen3-0.6b"; DUMMY_WEIGHTS=1 ;;
+      --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2"; shift ;;
+      --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2"; shift ;;
+      --force) EXTRA_HARNESS+=(--force) ;;
+      --dry-run) EXTRA_HARNESS+=(--dry-run); PLOT=0 ;;
+      --no-plot) PLOT=0 ;;
+      -h|--help) usage; exit 0 ;;
+      *) die "unknown argument $1 (see --help)" ;;
+    esac
+    shift
+  done
+  [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  for s in $STRATEGIES; do
+    "$(lab_python)" "$LAB3_ROOT/my_scheduler.py" --resolve "$s" >/dev/null 2>&1 \
+      || die "unknown strategy '$s' (python my_scheduler.py --list shows the names)"
+  done
+  for w in $WORKLOADS; do
+    case "$w" in fixed|varlen) ;; *) die "unknown workload '$w' (fixed, varlen)" ;; esac
+  done
+}
+
+stress_rate() {
+  # 90% of the default scheduler's measured saturation (Task 2, budget 2048, rate inf), if any.
+  if [ -n "$STRESS_RATE" ]; then
+    echo "$STRESS_RATE"
+    return
+  fi
+  "$(lab_python)" - "$(dirname "$OUT_DIR")/task2" "$OUTPUT_LEN" "$FALLBACK_STRESS_RATE" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+folder, output_len, fallback = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+tputs = [json.loads(p.read_text())["summary"]["output_throughput_tok_s"]
+         for p in sorted(folder.glob("mnbt-2048_rate-inf_run-*.json"))]
+print(f"{0.9 * statistics.median(tputs) / output_len:.0f}" if tputs else fallback)
+PY
+}
+
+main() {
+  parse_args "$@"
+  local stress
+  stress="$(stress_rate)"
+  local common="--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
+  local loads=()
+  for w in $WORKLOADS; do
+    case "$w" in
+      fixed) loads+=(--load "fixed|$RATE,$stress|") ;;
+      varlen) loads+=(--load "varlen-$RANGE_RATIO|$stress|--random-range-ratio '{\"input\": $RANGE_RATIO, \"output\": 0.0}'") ;;
+    esac
+  done
+  local strategies=($STRATEGIES) i=0
+  for s in "${strategies[@]}"; do
+    i=$((i + 1))
+    echo "[task3] strategy $s ($i/${#strategies[@]}): workloads $WORKLOADS; rates $RATE and $stress (stress)"
+    run_harness --task task3 --tag "$s" --scheduler "$s" --out-dir "$OUT_DIR" --model "$MODEL" \
+      --runs "$RUNS" --timeout-s "$TIMEOUT_S" --bench-args "$common" "${loads[@]}" \
+      --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
+      "${EXTRA_HARNESS[@]}"
+  done
+  if [ "$PLOT" = 1 ]; then
+    "$(lab_python)" "$LAB3_ROOT/plot_results.py" --results "$(dirname "$OUT_DIR")"
+  fi
+}
+
+main "$@"
