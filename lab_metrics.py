@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -133,3 +134,32 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
         "duration_s": span,
         "output_throughput_tok_s": output_tokens / span if span > 0 else None,
     }
+
+
+class PeriodicSampler:
+    """Calls ``sample()`` every ``interval_s`` seconds in a daemon thread inside a ``with`` block,
+    and once more on entry and on exit, so that even a short block is measured."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self) -> "PeriodicSampler":
+        self.sample()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()

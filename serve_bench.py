@@ -47,18 +47,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from lab_metrics import pack_detail, summarize  # noqa: E402
+from lab_metrics import PeriodicSampler, pack_detail, summarize  # noqa: E402
 from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from provenance import collect_meta  # noqa: E402
 
@@ -271,26 +270,24 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
-@dataclass
-class MetricsPoller:
+class MetricsPoller(PeriodicSampler):
     """Polls ``/metrics`` in a thread; keeps peaks of gauges and first/last of counters."""
-
-    url: str
-    interval_s: float = 0.25
-    peaks: dict[str, float] = field(default_factory=dict)
-    first: dict[str, float] = field(default_factory=dict)
-    last: dict[str, float] = field(default_factory=dict)
-    cache_info: dict[str, str] = field(default_factory=dict)
-    num_samples: int = 0
-    errors: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
     GAUGES = ("vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting")
     COUNTERS = ("vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 
-    def poll_once(self) -> None:
+    def __init__(self, url: str, interval_s: float = 0.25) -> None:
+        super().__init__(interval_s)
+        self.url = url
+        self.peaks: dict[str, float] = {}
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+        self.cache_info: dict[str, str] = {}
+        self.num_samples = 0
+        self.errors = 0
+
+    def sample(self) -> None:
         try:
             with urllib.request.urlopen(self.url, timeout=5) as resp:
                 text = resp.read().decode()
@@ -310,23 +307,6 @@ class MetricsPoller:
             else:
                 self.first.setdefault(name, value)
                 self.last[name] = value
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.poll_once()
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> "MetricsPoller":
-        self.poll_once()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.poll_once()
 
     def report(self, bytes_per_token: int | None) -> dict[str, Any]:
         blocks = int(self.cache_info.get("num_gpu_blocks", 0) or 0)

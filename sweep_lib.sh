@@ -49,3 +49,44 @@ require_value() {
   # require_value FLAG VALUE: a flag that takes a value got one.
   [ -n "${2:-}" ] || die "$1 needs a value"
 }
+
+parse_common_flag() {
+  # parse_common_flag ARGS...: a flag both sweeps take. Sets the variable it names and
+  # COMMON_SHIFT to the number of words used; COMMON_SHIFT=0 means "not a common flag".
+  COMMON_SHIFT=2
+  case "$1" in
+    --runs) require_value "$1" "${2:-}"; RUNS="$2" ;;
+    --num-prompts) require_value "$1" "${2:-}"; NUM_PROMPTS="$2" ;;
+    --input-len) require_value "$1" "${2:-}"; INPUT_LEN="$2" ;;
+    --output-len) require_value "$1" "${2:-}"; OUTPUT_LEN="$2" ;;
+    --seed) require_value "$1" "${2:-}"; SEED="$2" ;;
+    --max-num-seqs) require_value "$1" "${2:-}"; MAX_NUM_SEQS="$2" ;;
+    --gpu-memory-utilization) require_value "$1" "${2:-}"; GPU_MEMORY_UTILIZATION="$2" ;;
+    --model) require_value "$1" "${2:-}"; MODEL="$2" ;;
+    --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2" ;;
+    --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2" ;;
+    *)
+      COMMON_SHIFT=1
+      case "$1" in
+        --dummy-weights) DUMMY_WEIGHTS=1 ;;
+        --offline) MODEL="$LAB3_ROOT/models/qwen3-0.6b"; DUMMY_WEIGHTS=1 ;;
+        --force) EXTRA_HARNESS+=(--force) ;;
+        --dry-run) EXTRA_HARNESS+=(--dry-run); PLOT=0 ;;
+        --no-plot) PLOT=0 ;;
+        *) COMMON_SHIFT=0 ;;
+      esac
+      ;;
+  esac
+}
+
+finish_common_flags() {
+  [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  return 0
+}
+
+plot_results() {
+  # Tables and figures from the results folder above OUT_DIR, unless --no-plot / --dry-run.
+  if [ "$PLOT" = 1 ]; then
+    "$(lab_python)" "$LAB3_ROOT/plot_results.py" --results "$(dirname "$OUT_DIR")"
+  fi
+}

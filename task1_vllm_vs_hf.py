@@ -37,7 +37,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from lab_metrics import PeriodicSampler  # noqa: E402
 from offline_model import DEFAULT_MODEL, kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from provenance import collect_meta  # noqa: E402
 
@@ -132,7 +132,7 @@ def release_cuda_memory() -> None:
         torch.cuda.empty_cache()
 
 
-class DeviceMemorySampler:
+class DeviceMemorySampler(PeriodicSampler):
     """Peak of the whole GPU's used memory (all processes), sampled every 20 ms in a thread.
 
     vLLM's engine runs in a child process, so this parent's allocator cannot see its memory;
@@ -140,10 +140,8 @@ class DeviceMemorySampler:
     """
 
     def __init__(self, interval_s: float = 0.02) -> None:
-        self.interval_s = interval_s
+        super().__init__(interval_s)
         self.peak_bytes: int | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @staticmethod
     def used_bytes() -> int | None:
@@ -154,22 +152,10 @@ class DeviceMemorySampler:
         free, total = torch.cuda.mem_get_info()
         return total - free
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            used = self.used_bytes()
-            if used is not None:
-                self.peak_bytes = max(self.peak_bytes or 0, used)
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> "DeviceMemorySampler":
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+    def sample(self) -> None:
+        used = self.used_bytes()
+        if used is not None:
+            self.peak_bytes = max(self.peak_bytes or 0, used)
 
     @property
     def peak_mib(self) -> float | None:

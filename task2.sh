@@ -42,29 +42,17 @@ usage() { sed -n '2,20p' "$0"; }
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
-      --values) require_value "$1" "${2:-}"; VALUES="$2"; shift ;;
-      --rates) require_value "$1" "${2:-}"; RATES="$2"; shift ;;
-      --runs) require_value "$1" "${2:-}"; RUNS="$2"; shift ;;
-      --num-prompts) require_value "$1" "${2:-}"; NUM_PROMPTS="$2"; shift ;;
-      --input-len) require_value "$1" "${2:-}"; INPUT_LEN="$2"; shift ;;
-      --output-len) require_value "$1" "${2:-}"; OUTPUT_LEN="$2"; shift ;;
-      --seed) require_value "$1" "${2:-}"; SEED="$2"; shift ;;
-      --max-num-seqs) require_value "$1" "${2:-}"; MAX_NUM_SEQS="$2"; shift ;;
-      --gpu-memory-utilization) require_value "$1" "${2:-}"; GPU_MEMORY_UTILIZATION="$2"; shift ;;
-      --model) require_value "$1" "${2:-}"; MODEL="$2"; shift ;;
-      --dummy-weights) DUMMY_WEIGHTS=1 ;;
-      --offline) MODEL="$LAB3_ROOT/models/qwen3-0.6b"; DUMMY_WEIGHTS=1 ;;
-      --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2"; shift ;;
-      --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2"; shift ;;
-      --force) EXTRA_HARNESS+=(--force) ;;
-      --dry-run) EXTRA_HARNESS+=(--dry-run); PLOT=0 ;;
-      --no-plot) PLOT=0 ;;
+      --values) require_value "$1" "${2:-}"; VALUES="$2"; shift 2 ;;
+      --rates) require_value "$1" "${2:-}"; RATES="$2"; shift 2 ;;
       -h|--help) usage; exit 0 ;;
-      *) die "unknown argument $1 (see --help)" ;;
+      *)
+        parse_common_flag "$@"
+        [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
+        shift "$COMMON_SHIFT"
+        ;;
     esac
-    shift
   done
-  [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  finish_common_flags
   for v in $VALUES; do
     [[ "$v" =~ ^[0-9]+$ ]] || die "--values: '$v' is not a positive integer"
   done
@@ -82,9 +70,7 @@ main() {
       --bench-args "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos" \
       "${EXTRA_HARNESS[@]}"
   done
-  if [ "$PLOT" = 1 ]; then
-    "$(lab_python)" "$LAB3_ROOT/plot_results.py" --results "$(dirname "$OUT_DIR")"
-  fi
+  plot_results
 }
 
 main "$@"

@@ -54,34 +54,22 @@ usage() { sed -n '2,28p' "$0"; }
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
-      --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2"; shift ;;
-      --workloads) require_value "$1" "${2:-}"; WORKLOADS="$2"; shift ;;
-      --rate) require_value "$1" "${2:-}"; RATE="$2"; shift ;;
-      --stress-rate) require_value "$1" "${2:-}"; STRESS_RATE="$2"; shift ;;
-      --runs) require_value "$1" "${2:-}"; RUNS="$2"; shift ;;
-      --num-prompts) require_value "$1" "${2:-}"; NUM_PROMPTS="$2"; shift ;;
-      --input-len) require_value "$1" "${2:-}"; INPUT_LEN="$2"; shift ;;
-      --output-len) require_value "$1" "${2:-}"; OUTPUT_LEN="$2"; shift ;;
-      --range-ratio) require_value "$1" "${2:-}"; RANGE_RATIO="$2"; shift ;;
-      --seed) require_value "$1" "${2:-}"; SEED="$2"; shift ;;
-      --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2"; shift ;;
-      --max-num-seqs) require_value "$1" "${2:-}"; MAX_NUM_SEQS="$2"; shift ;;
-      --gpu-memory-utilization) require_value "$1" "${2:-}"; GPU_MEMORY_UTILIZATION="$2"; shift ;;
-      --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2"; shift ;;
-      --model) require_value "$1" "${2:-}"; MODEL="$2"; shift ;;
-      --dummy-weights) DUMMY_WEIGHTS=1 ;;
-      --offline) MODEL="$LAB3_ROOT/models/qwen3-0.6b"; DUMMY_WEIGHTS=1 ;;
-      --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2"; shift ;;
-      --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2"; shift ;;
-      --force) EXTRA_HARNESS+=(--force) ;;
-      --dry-run) EXTRA_HARNESS+=(--dry-run); PLOT=0 ;;
-      --no-plot) PLOT=0 ;;
+      --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2"; shift 2 ;;
+      --workloads) require_value "$1" "${2:-}"; WORKLOADS="$2"; shift 2 ;;
+      --rate) require_value "$1" "${2:-}"; RATE="$2"; shift 2 ;;
+      --stress-rate) require_value "$1" "${2:-}"; STRESS_RATE="$2"; shift 2 ;;
+      --range-ratio) require_value "$1" "${2:-}"; RANGE_RATIO="$2"; shift 2 ;;
+      --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2"; shift 2 ;;
+      --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2"; shift 2 ;;
       -h|--help) usage; exit 0 ;;
-      *) die "unknown argument $1 (see --help)" ;;
+      *)
+        parse_common_flag "$@"
+        [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
+        shift "$COMMON_SHIFT"
+        ;;
     esac
-    shift
   done
-  [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  finish_common_flags
   for s in $STRATEGIES; do
     "$(lab_python)" "$LAB3_ROOT/my_scheduler.py" --resolve "$s" >/dev/null 2>&1 \
       || die "unknown strategy '$s' (python my_scheduler.py --list shows the names)"
@@ -128,9 +116,7 @@ main() {
       --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
       "${EXTRA_HARNESS[@]}"
   done
-  if [ "$PLOT" = 1 ]; then
-    "$(lab_python)" "$LAB3_ROOT/plot_results.py" --results "$(dirname "$OUT_DIR")"
-  fi
+  plot_results
 }
 
 main "$@"
