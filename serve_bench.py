@@ -419,6 +419,8 @@ def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, se
             "server_args": args.server_args,
             "bench_args": " ".join(filter(None, [args.bench_args, load.bench_args])),
             "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "parallel_gpu_slots": os.environ.get("LAB3_GPU_SLOTS") or None,
         },
         "client": client_scalars | {"detail_npz_b64": pack_detail(detail)},
         "engine": {"metrics": metrics,

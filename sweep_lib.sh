@@ -1,10 +1,17 @@
 # Shared shell code for task2.sh and task3.sh; source it, do not run it.
 #
-# run_harness runs serve_bench.py (which starts, uses and always stops one vllm server) as a child
-# and forwards Ctrl-C / SIGTERM to it, so an interrupted sweep never leaves a server holding the GPU.
+# start_harness runs serve_bench.py (which starts, uses and always stops one vllm server) as a
+# child, at most one per GPU slot at a time, and forward_signal passes Ctrl-C / SIGTERM on to every
+# running child, so an interrupted sweep never leaves a server holding a GPU.
+#
+# GPU slots: with GPUS empty (the default) configurations run one after another on whatever GPU
+# the environment gives; with GPUS="0 1" two run at once, each with CUDA_VISIBLE_DEVICES set to
+# its own device (one server per GPU, e.g. on a 2-GPU host, to halve the wall time of a sweep).
 
 LAB3_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-HARNESS_PID=""
+GPUS="${GPUS:-}"
+declare -A SLOT_PID=()
+FAILED_CONFIGS=0
 
 die() {
   echo "$(basename "$0"): $*" >&2
@@ -22,27 +29,76 @@ lab_python() {
   fi
 }
 
+slots() {
+  # The GPU slots: the ids in GPUS, or one slot named "any" that leaves CUDA_VISIBLE_DEVICES alone.
+  if [ -n "$GPUS" ]; then echo $GPUS; else echo any; fi
+}
+
 forward_signal() {
-  local sig="$1"
-  if [ -n "$HARNESS_PID" ] && kill -0 "$HARNESS_PID" 2>/dev/null; then
-    kill -"$sig" "$HARNESS_PID" 2>/dev/null || true
-    wait "$HARNESS_PID" 2>/dev/null || true
-  fi
+  local sig="$1" pid
+  for pid in "${SLOT_PID[@]}"; do
+    kill -"$sig" "$pid" 2>/dev/null || true
+  done
+  for pid in "${SLOT_PID[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
   echo "$(basename "$0"): interrupted; finished runs are kept, re-run to resume" >&2
   exit 130
 }
 
-run_harness() {
-  # run_harness ARGS...: one server configuration; returns the harness's exit code.
+reap_slot() {
+  # reap_slot SLOT: if the slot's harness has ended, collect its exit code and free the slot.
+  local slot="$1" pid="${SLOT_PID[$1]:-}" code=0
+  [ -n "$pid" ] || return 0
+  kill -0 "$pid" 2>/dev/null && return 1
+  wait "$pid" || code=$?
+  unset "SLOT_PID[$slot]"
+  if [ "$code" -ne 0 ]; then
+    FAILED_CONFIGS=$((FAILED_CONFIGS + 1))
+    echo "$(basename "$0"): a configuration failed (exit code $code); the sweep goes on" >&2
+  fi
+  return 0
+}
+
+tag_of() {
+  # The value after --tag in a harness command line.
+  while [ $# -gt 1 ]; do
+    [ "$1" = --tag ] && { echo "$2"; return; }
+    shift
+  done
+}
+
+start_harness() {
+  # start_harness ARGS...: one server configuration, on the first free slot (waits for one).
   trap 'forward_signal TERM' TERM
   trap 'forward_signal INT' INT
-  "$(lab_python)" "$LAB3_ROOT/serve_bench.py" "$@" &
-  HARNESS_PID=$!
-  local code=0
-  wait "$HARNESS_PID" || code=$?
-  HARNESS_PID=""
+  local slot
+  while true; do
+    for slot in $(slots); do
+      if reap_slot "$slot"; then
+        if [ "$slot" = any ]; then
+          "$(lab_python)" "$LAB3_ROOT/serve_bench.py" "$@" &
+        else
+          echo "[$(basename "$0")] GPU $slot: $(tag_of "$@")"
+          CUDA_VISIBLE_DEVICES="$slot" LAB3_GPU_SLOTS="$GPUS" \
+            "$(lab_python)" "$LAB3_ROOT/serve_bench.py" "$@" &
+        fi
+        SLOT_PID[$slot]=$!
+        return 0
+      fi
+    done
+    sleep 1
+  done
+}
+
+wait_harnesses() {
+  # Wait for every configuration; fails if any of them failed.
+  local slot
+  for slot in $(slots); do
+    while ! reap_slot "$slot"; do sleep 1; done
+  done
   trap - TERM INT
-  return "$code"
+  [ "$FAILED_CONFIGS" -eq 0 ]
 }
 
 require_value() {
@@ -65,6 +121,7 @@ parse_common_flag() {
     --model) require_value "$1" "${2:-}"; MODEL="$2" ;;
     --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2" ;;
     --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2" ;;
+    --gpus) require_value "$1" "${2:-}"; GPUS="$2" ;;
     *)
       COMMON_SHIFT=1
       case "$1" in
@@ -81,6 +138,10 @@ parse_common_flag() {
 
 finish_common_flags() {
   [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  local gpu
+  for gpu in $GPUS; do
+    [[ "$gpu" =~ ^[0-9]+$ ]] || die "--gpus: '$gpu' is not a device index"
+  done
   return 0
 }
 

@@ -18,6 +18,7 @@
 #   --model Qwen/Qwen3-0.6B [MODEL]     --dummy-weights [DUMMY_WEIGHTS=1]   --offline
 #   --server-extra "..." [SERVER_EXTRA] extra vllm serve flags (e.g. --enforce-eager)
 #   --out-dir results/task2 [OUT_DIR]   --force   --dry-run   --no-plot
+#   --gpus "0 1" [GPUS]  run one value per listed GPU at once (default: one after another)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
 
@@ -37,7 +38,7 @@ OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task2}"
 EXTRA_HARNESS=()
 PLOT=1
 
-usage() { sed -n '2,20p' "$0"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -64,13 +65,16 @@ main() {
   for v in "${values[@]}"; do
     i=$((i + 1))
     echo "[task2] max_num_batched_tokens=$v ($i/${#values[@]}), rates $RATES, $RUNS run(s) each"
-    run_harness --task task2 --tag "mnbt-$v" --out-dir "$OUT_DIR" --model "$MODEL" \
+    start_harness --task task2 --tag "mnbt-$v" --out-dir "$OUT_DIR" --model "$MODEL" \
       --workload "random-${INPUT_LEN}in-${OUTPUT_LEN}out" --rates "$RATES" --runs "$RUNS" \
       --server-args "--max-num-batched-tokens $v --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
       --bench-args "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos" \
       "${EXTRA_HARNESS[@]}"
   done
+  local status=0
+  wait_harnesses || status=1
   plot_results
+  return "$status"
 }
 
 main "$@"

@@ -24,6 +24,7 @@
 #   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]   --timeout-s 30 [TIMEOUT_S]
 #   --workloads "fixed varlen" [WORKLOADS]   --model M [MODEL]   --dummy-weights   --offline
 #   --server-extra "..." [SERVER_EXTRA]   --out-dir results/task3 [OUT_DIR]   --force --dry-run --no-plot
+#   --gpus "0 1" [GPUS]  run one strategy per listed GPU at once (default: one after another)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
 
@@ -49,7 +50,7 @@ EXTRA_HARNESS=()
 PLOT=1
 FALLBACK_STRESS_RATE=48
 
-usage() { sed -n '2,28p' "$0"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -111,12 +112,15 @@ main() {
   for s in "${strategies[@]}"; do
     i=$((i + 1))
     echo "[task3] strategy $s ($i/${#strategies[@]}): workloads $WORKLOADS; rates $RATE and $stress (stress)"
-    run_harness --task task3 --tag "$s" --scheduler "$s" --out-dir "$OUT_DIR" --model "$MODEL" \
+    start_harness --task task3 --tag "$s" --scheduler "$s" --out-dir "$OUT_DIR" --model "$MODEL" \
       --runs "$RUNS" --timeout-s "$TIMEOUT_S" --bench-args "$common" "${loads[@]}" \
       --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
       "${EXTRA_HARNESS[@]}"
   done
+  local status=0
+  wait_harnesses || status=1
   plot_results
+  return "$status"
 }
 
 main "$@"

@@ -64,8 +64,13 @@ def task2(env: dict[str, str], out_dir: Path, *extra: str) -> subprocess.Complet
 
 def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
     out_dir = tmp_path / "results" / "task2"
-    proc = task2(cpu_env, out_dir, "--values", "64 128", "--runs", "2")
+    # Two "GPU slots": both configurations run at once (on a GPU host, one server per GPU).
+    proc = task2(cpu_env, out_dir, "--values", "64 128", "--runs", "2", "--gpus", "0 1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    starts = [i for i, line in enumerate(lines) if "starting the server on port" in line]
+    stops = [i for i, line in enumerate(lines) if "server stopped" in line]
+    assert len(starts) == 2 and starts[1] < stops[0]  # the two servers overlapped
     for value in (64, 128):
         data = json.loads((out_dir / f"mnbt-{value}_rate-inf_run-1.json").read_text())
         assert f"--max-num-batched-tokens {value}" in data["config"]["server_command"]
@@ -79,6 +84,8 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
         assert metrics["kv_capacity_tokens"] > 0 and metrics["samples"] > 0
         assert metrics["counters_delta"]["vllm:prompt_tokens_total"] == 10 * 300
         assert data["meta"]["weights"].startswith("dummy")
+        assert data["config"]["cuda_visible_devices"] in ("0", "1")
+        assert data["config"]["parallel_gpu_slots"] == "0 1"
     tables = (tmp_path / "results" / "tables.md").read_text()
     assert "## Task 2" in tables and "|                       64 |" in tables
     for name in ("task2_A1_latency.png", "task2_A2_throughput.png"):
