@@ -80,10 +80,6 @@ def ensure_tokenizer(model_dir: Path) -> Path:
     return model_dir
 
 
-def is_local_model(model: str) -> bool:
-    return Path(model).is_dir()
-
-
 def resolve_model(model: str) -> str:
     """A local folder gets its tokenizer built if needed; a Hub id is returned unchanged.
 

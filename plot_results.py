@@ -131,10 +131,10 @@ def load_label(rate: str) -> str:
     return "rate inf (all at once)" if rate == "inf" else f"rate {rate} req/s"
 
 
-def task2_runs(folder: Path) -> pd.DataFrame:
-    """One row per run: the knob, the load, the run index and the summary numbers."""
+def task2_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run (from ``load_runs``): the knob, the load, the run index and the summary."""
     rows = []
-    for run in load_runs(folder):
+    for run in loaded:
         cfg, summary = run["config"], run["summary"]
         value = server_flag(cfg.get("server_args", ""), "--max-num-batched-tokens")
         if value is None:
@@ -210,13 +210,14 @@ def plot_task2(table: pd.DataFrame, figures: Path) -> list[Path]:
 
 def task2_section(results_dir: Path) -> str:
     folder = results_dir / "task2"
-    runs = task2_runs(folder) if folder.is_dir() else pd.DataFrame()
+    loaded = load_runs(folder) if folder.is_dir() else []
+    runs = task2_runs(loaded)
     if runs.empty:
         return "## Task 2\n\nNo Task 2 results yet (run `bash task2.sh`).\n"
     runs.to_csv(results_dir / "task2_runs.csv", index=False)
     table = task2_table(runs)
     figures = plot_task2(table, results_dir / "figures")
-    example = load_runs(folder)[0]
+    example = loaded[0]
     other_flags = re.sub(r"--max-num-batched-tokens[ =]\S+ ?", "", example["config"].get("server_args", ""))
     lines = ["## Task 2: max_num_batched_tokens sweep", "",
              f"Workload: {example['config'].get('workload')}; bench flags: "
@@ -247,10 +248,11 @@ def _strategy_order(name: str) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
 
-def task3_runs(folder: Path) -> pd.DataFrame:
-    """One row per run: strategy, workload, load, latency/throughput, timeouts, step counts."""
+def task3_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run (from ``load_runs``): strategy, workload, load, latency/throughput,
+    timeouts, step counts."""
     rows = []
-    for run in load_runs(folder):
+    for run in loaded:
         cfg, summary = run["config"], run["summary"]
         counts = (run.get("engine") or {}).get("scheduler_counts_this_run") or {}
         steps, policy = counts.get("steps", {}), counts.get("policy", {})
@@ -349,11 +351,12 @@ def ttft_by_prompt_length(folder: Path, runs: pd.DataFrame, workload: str, rate:
 
 def task3_section(results_dir: Path) -> str:
     folder = results_dir / "task3"
-    runs = task3_runs(folder) if folder.is_dir() else pd.DataFrame()
+    loaded = load_runs(folder) if folder.is_dir() else []
+    runs = task3_runs(loaded)
     if runs.empty:
         return "## Task 3\n\nNo Task 3 results yet (run `bash task3.sh`).\n"
     runs.to_csv(results_dir / "task3_runs.csv", index=False)
-    example = load_runs(folder)[0]
+    example = loaded[0]
     lines = ["## Task 3: scheduling strategies", "",
              f"Server flags: `{example['config'].get('server_args')}`; common bench flags: see each "
              "result's `config.bench_command`. First 10% of requests dropped; failed requests count "

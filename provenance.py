@@ -1,8 +1,9 @@
-"""Provenance for every result file: where, with what, and how a number was produced."""
+"""Provenance for every result file (where, with what, how a number was produced), and writing it."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import shlex
@@ -75,3 +76,11 @@ def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dic
         "git_commit": git_commit(),
         "command": shlex.join(["python"] + (argv if argv is not None else sys.argv)),
     }
+
+
+def write_json_atomic(path: Path, data: dict[str, Any], indent: int | None = None) -> None:
+    """Write a result file through a temporary file and a rename: never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=indent) + "\n")
+    os.replace(tmp, path)

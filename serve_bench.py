@@ -57,11 +57,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from lab_metrics import PeriodicSampler, pack_detail, summarize  # noqa: E402
+from lab_metrics import DETAIL_KEYS, PeriodicSampler, pack_detail, summarize  # noqa: E402
 from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from provenance import collect_meta  # noqa: E402
+from provenance import collect_meta, write_json_atomic  # noqa: E402
 
 SCHEMA_VERSION = 1
+LOG_TAIL_LINES = 40
 
 
 def vllm_cli() -> list[str]:
@@ -75,7 +76,6 @@ def vllm_cli() -> list[str]:
         return [str(beside)]
     found = shutil.which("vllm")
     return [found] if found else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
-LOG_TAIL_LINES = 40
 
 
 class HarnessError(RuntimeError):
@@ -125,13 +125,6 @@ def result_name(tag: str, load: str, rate: str, run: int) -> str:
     """``<tag>[_<load>]_rate-<rate>_run-<k>.json``: one file per run, named by what varies."""
     middle = f"_{load}" if load else ""
     return f"{tag}{middle}_rate-{rate_label(rate)}_run-{run}.json"
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data) + "\n")
-    os.replace(tmp, path)
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -404,9 +397,8 @@ def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, se
                    bench_cmd: list[str], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
                    scheduler_cls: str) -> dict[str, Any]:
-    detail_keys = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
-    detail = {k: client[k] for k in detail_keys}
-    client_scalars = {k: v for k, v in client.items() if k not in detail_keys + ("generated_texts",)}
+    detail = {k: client[k] for k in DETAIL_KEYS}
+    client_scalars = {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)}
     weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
     return {
         "schema_version": SCHEMA_VERSION,

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab_metrics import PeriodicSampler  # noqa: E402
 from offline_model import DEFAULT_MODEL, kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from provenance import collect_meta  # noqa: E402
+from provenance import collect_meta, write_json_atomic  # noqa: E402
 
 METHODS = ("hf-serial", "hf-static", "vllm")
 DEFAULT_PROMPTS = ROOT / "prompts" / "task1.jsonl"
@@ -397,13 +397,6 @@ def run_vllm(model: str, prompts, args) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Results file
 # --------------------------------------------------------------------------------------------
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
 def open_results(path: Path, config: dict[str, Any], force: bool) -> dict[str, Any]:
     """The existing file if it was made with the same config, else a fresh one."""
     if path.exists():
@@ -494,7 +487,7 @@ def main(argv: list[str]) -> int:
         entry["meta"] = meta
         results["methods"][method] = entry
         results["meta"] = meta
-        write_json_atomic(args.out, results)
+        write_json_atomic(args.out, results, indent=1)
         print(f"[task1] {method}: {entry['total_s']:.2f} s, {entry['output_tokens_per_s']:.0f} tok/s, "
               f"KV peak {entry['kv_peak_bytes'] / MIB:.1f} MiB -> {args.out}", flush=True)
     from plot_results import task1_table
