@@ -39,8 +39,41 @@ def git_commit() -> str:
         return "unknown"
 
 
+def _visible_gpu_index() -> str:
+    """The physical index of the first GPU this process may use (``CUDA_VISIBLE_DEVICES``)."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    return first if first.isdigit() else "0"
+
+
+def _gpu_info_from_nvidia_smi() -> dict[str, Any] | None:
+    """Ask nvidia-smi, which opens no CUDA context: the harness runs beside a server on that GPU."""
+    query = "name,memory.total,driver_version,compute_cap,count"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
+                              "-i", _visible_gpu_index()],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        name, mem_mib, driver, capability, count = (f.strip() for f in out.splitlines()[0].split(","))
+        memory_gib = round(float(mem_mib) / 1024, 1)
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return None
+    cuda = None
+    try:
+        import torch
+        cuda = torch.version.cuda
+    except ImportError:
+        pass
+    return {"name": name, "memory_gib": memory_gib, "count": int(count), "driver": driver,
+            "cuda": cuda, "compute_capability": capability}
+
+
 def gpu_info() -> dict[str, Any]:
-    """Name, memory and driver of GPU 0, or ``{"name": None}`` on a CPU-only machine."""
+    """Name, memory and driver of the first visible GPU, or ``{"name": None}`` without one.
+
+    nvidia-smi first; torch only where nvidia-smi is missing (it opens a CUDA context).
+    """
+    from_smi = _gpu_info_from_nvidia_smi()
+    if from_smi is not None:
+        return from_smi
     try:
         import torch
     except ImportError:
@@ -48,14 +81,8 @@ def gpu_info() -> dict[str, Any]:
     if not torch.cuda.is_available():
         return {"name": None}
     props = torch.cuda.get_device_properties(0)
-    driver = None
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        pass
     return {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
-            "count": torch.cuda.device_count(), "driver": driver,
+            "count": torch.cuda.device_count(), "driver": None,
             "cuda": torch.version.cuda, "compute_capability": f"{props.major}.{props.minor}"}
 
 
