@@ -76,15 +76,47 @@ def task1_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def provenance_line(meta: dict[str, Any] | None) -> str:
-    if not meta:
+def _distinct(values: list[Any]) -> str:
+    """The values in first-seen order, each once: one value, or 'a / b' where runs differ."""
+    seen: list[str] = []
+    for value in values:
+        if str(value) not in seen:
+            seen.append(str(value))
+    return " / ".join(seen)
+
+
+def provenance_line(metas: dict[str, Any] | list[dict[str, Any] | None] | None) -> str:
+    """One line of provenance for one result or for a set of runs (values that differ are all
+    listed, dates as a range), so a table mixing sessions says so."""
+    if isinstance(metas, dict):
+        metas = [metas]
+    metas = [m for m in (metas or []) if m]
+    if not metas:
         return "provenance: missing"
-    gpu = meta.get("gpu", {})
-    versions = meta.get("versions", {})
-    return (f"GPU {gpu.get('name')} ({gpu.get('memory_gib')} GiB, driver {gpu.get('driver')}); "
-            f"vLLM {versions.get('vllm')}, torch {versions.get('torch')}, "
-            f"transformers {versions.get('transformers')}; model {meta.get('model')}, "
-            f"weights {meta.get('weights')}; {meta.get('date_utc')}; commit {meta.get('git_commit')}")
+
+    def field(*path: str) -> str:
+        values = []
+        for meta in metas:
+            value: Any = meta
+            for key in path:
+                value = (value or {}).get(key)
+            values.append(value)
+        return _distinct(values)
+
+    def short(values: list[Any], shorten: Any) -> str:
+        return _distinct([shorten(str(v)) for v in values])
+
+    models = short([m.get("model") for m in metas],  # a local copy's path differs per host
+                   lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
+    commits = short([m.get("git_commit") for m in metas],
+                    lambda v: v[:7] + ("-dirty" if v.endswith("-dirty") else ""))
+
+    dates = sorted(str(m.get("date_utc")) for m in metas)
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    return (f"GPU {field('gpu', 'name')} ({field('gpu', 'memory_gib')} GiB, driver "
+            f"{field('gpu', 'driver')}); vLLM {field('versions', 'vllm')}, torch "
+            f"{field('versions', 'torch')}, transformers {field('versions', 'transformers')}; "
+            f"model {models}, weights {field('weights')}; {when}; commit {commits}")
 
 
 def task1_section(results_dir: Path) -> str:
@@ -224,7 +256,7 @@ def task2_section(results_dir: Path) -> str:
              f"`{example['config'].get('bench_args')}`; server flags (besides the budget): "
              f"`{other_flags.strip()}`.",
              "Median over runs; first 10% of requests (by start time) dropped; per-run values in "
-             "`task2_runs.csv`.", "", provenance_line(example.get("meta")), ""]
+             "`task2_runs.csv`.", "", provenance_line([run.get("meta") for run in loaded]), ""]
     for rate in sorted(table["rate"].unique(), key=_rate_order):
         part = table[table["rate"] == rate].drop(columns="rate")
         lines += [f"### {load_label(rate)}", "", part.to_markdown(index=False), ""]
@@ -276,11 +308,16 @@ def task3_table(runs: pd.DataFrame, workload: str, rate: str) -> pd.DataFrame:
     part = runs[(runs["workload"] == workload) & (runs["rate"] == rate)]
     columns = list(TASK2_METRICS) + [THROUGHPUT, "timeouts", "failed", "timeout rate",
                                      "mixed steps", "fallback steps"]
-    table = part.groupby("strategy")[columns].median()
+    grouped = part.groupby("strategy")
+    table = grouped[columns].median()
+    table["runs"] = grouped.size()
     table = table.loc[sorted(table.index, key=_strategy_order)]
     table.insert(0, "strategy", [strategy_label(s) for s in table.index])
     table["timeout rate"] = table["timeout rate"].map(lambda v: f"{v:.1%}")
-    return table.round(2).reset_index(drop=True)
+    table = table.round(2).reset_index(drop=True)
+    for column in ("mixed steps", "fallback steps"):  # the stock scheduler records no steps
+        table[column] = table[column].map(lambda v: "n/a" if pd.isna(v) else f"{v:.0f}")
+    return table
 
 
 def _run_detail(folder: Path, file_name: str) -> dict[str, Any]:
@@ -363,7 +400,7 @@ def task3_section(results_dir: Path) -> str:
              f"as +inf latency; a request slower than {example['config'].get('timeout_s')} s end to "
              "end is a timeout (timeout rate = (timeouts + failed) / requests kept). Mixed steps and "
              "fallback steps come from the engine-side recorder (custom strategies only).", "",
-             provenance_line(example.get("meta")), ""]
+             provenance_line([run.get("meta") for run in loaded]), ""]
     pairs = runs[["workload", "rate"]].drop_duplicates()
     pairs = sorted(map(tuple, pairs.values), key=lambda p: (p[0], _rate_order(p[1])))
     for workload, rate in pairs:
