@@ -136,6 +136,45 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
     }
 
 
+def parse_slo(spec: str | None, default: str = "ttft:500 tpot:50") -> dict[str, float]:
+    """``"ttft:500 tpot:50"`` (the ``vllm bench serve --goodput`` syntax) -> {"ttft": 500, ...}."""
+    slo: dict[str, float] = {}
+    for part in (spec or default).split():
+        name, _, value = part.partition(":")
+        if name not in ("ttft", "tpot", "e2el") or not value:
+            raise ValueError(f"bad SLO term {part!r}: expected ttft:MS, tpot:MS or e2el:MS")
+        slo[name] = float(value)
+    return slo
+
+
+def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
+                   warmup_fraction: float = 0.1) -> dict[str, Any]:
+    """Share of kept requests that meet every term of ``slo`` (ms), and goodput in requests/s.
+
+    Same warm-up drop and time span as ``summarize``. A failed request misses the SLO. TPOT is
+    the request's mean gap after its first token; a one-token request has none and meets it.
+    Goodput = requests meeting the SLO / the span from the first kept start to the last kept end.
+    """
+    kept = kept_indices(detail["start_times"], warmup_fraction)
+    good = 0
+    ends = []
+    for i in kept:
+        if not is_success(detail, i):
+            continue
+        ttft_ms = detail["ttfts"][i] * 1e3
+        e2e_ms = ttft_ms + sum(detail["itls"][i]) * 1e3
+        ends.append(detail["start_times"][i] + e2e_ms / 1e3)
+        n_out = detail["output_lens"][i]
+        tpot_ms = (e2e_ms - ttft_ms) / (n_out - 1) if n_out > 1 else 0.0
+        met = {"ttft": ttft_ms, "tpot": tpot_ms, "e2el": e2e_ms}
+        if all(met[name] <= limit for name, limit in slo.items()):
+            good += 1
+    span = (max(ends) - min(detail["start_times"][i] for i in kept)) if ends else 0.0
+    return {"slo_ms": dict(slo), "num_kept": len(kept), "num_good": good,
+            "attainment": good / len(kept) if kept else None,
+            "goodput_req_s": good / span if span > 0 else None}
+
+
 class PeriodicSampler:
     """Calls ``sample()`` every ``interval_s`` seconds in a daemon thread inside a ``with`` block,
     and once more on entry and on exit, so that even a short block is measured."""

@@ -268,7 +268,7 @@ def task2_section(results_dir: Path) -> str:
 # Task 3
 # --------------------------------------------------------------------------------------------
 STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
-                   "sjf": "Strategy B1: SJF"}
+                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first"}
 
 
 def strategy_label(name: str) -> str:
@@ -414,19 +414,185 @@ def task3_section(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------------------------
+# Beyond the handout: SLO attainment and goodput vs request rate (slo_study.sh)
+# --------------------------------------------------------------------------------------------
+SLO_TARGET_ATTAINMENT = 0.9
+
+
+def variant_label(tag: str) -> str:
+    """``slo-15ms`` -> 'Strategy C: ... (stall bound 15 ms)'; plain names as ``strategy_label``."""
+    match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
+    if match and match.group(1) in STRATEGY_LABELS:
+        return f"{strategy_label(match.group(1))} (stall bound {match.group(2)} ms)"
+    return strategy_label(tag)
+
+
+def _variant_order(tag: str) -> tuple[int, str]:
+    base = re.sub(r"-\d+(?:\.\d+)?ms$", "", tag)
+    return (_strategy_order(base)[0], tag)
+
+
+def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: the strategy variant (tag), rate, SLO attainment and goodput recomputed
+    from the per-request data, and the usual latency/throughput summary."""
+    from lab_metrics import parse_slo, slo_attainment, unpack_detail
+
+    rows = []
+    for run in loaded:
+        cfg, summary = run["config"], run["summary"]
+        slo = parse_slo(cfg.get("goodput"))
+        detail = unpack_detail(run["client"]["detail_npz_b64"])
+        attained = slo_attainment(detail, slo, cfg["warmup_fraction"])
+        rows.append({
+            "strategy": cfg["tag"], "rate": cfg["rate"], "run": cfg["run"], "file": run["_file"],
+            "slo": cfg.get("goodput") or "ttft:500 tpot:50",
+            "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
+            "TTFT P99 (ms)": summary["ttft_ms"]["p99"], "ITL P99 (ms)": summary["itl_ms"]["p99"],
+            "TTFT P50 (ms)": summary["ttft_ms"]["p50"], "ITL P50 (ms)": summary["itl_ms"]["p50"],
+            THROUGHPUT: summary["output_throughput_tok_s"],
+            "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
+            "stall guard steps": ((run.get("engine") or {}).get("scheduler_counts_this_run") or {})
+            .get("policy", {}).get("stall_guard_steps"),
+        })
+    return pd.DataFrame(rows)
+
+
+def slo_medians(runs: pd.DataFrame) -> pd.DataFrame:
+    """Median over runs per (strategy, rate), rates as numbers, ordered for plotting."""
+    columns = ["attainment", "goodput (req/s)", "TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)",
+               "ITL P99 (ms)", THROUGHPUT]
+    grouped = runs.groupby(["strategy", "rate"])
+    table = grouped[columns].median()
+    table["runs"] = grouped.size()
+    table = table.reset_index()
+    table["rate"] = table["rate"].astype(float)
+    table["order"] = table["strategy"].map(_variant_order)
+    return table.sort_values(["order", "rate"]).drop(columns="order").reset_index(drop=True)
+
+
+def slo_target_check(medians: pd.DataFrame, challenger: str = "slo",
+                     baseline: str = "default") -> pd.DataFrame:
+    """The issue's target: at the highest rate where the baseline still meets the SLO for 90% of
+    requests, and at the next rate above, the challenger's goodput and throughput against the
+    baseline's. Empty when either strategy or such a rate is missing.
+
+    Note: at the first of the two rates the ratio cannot exceed 1 / 0.9 = 1.11 when goodput is
+    bounded by the offered rate, whatever the challenger does.
+    """
+    base = medians[medians["strategy"] == baseline].set_index("rate")
+    other = medians[medians["strategy"] == challenger].set_index("rate")
+    meeting = base[base["attainment"] >= SLO_TARGET_ATTAINMENT].index
+    if base.empty or other.empty or meeting.empty:
+        return pd.DataFrame()
+    knee = max(meeting)
+    above = [r for r in base.index if r > knee]
+    rows = []
+    for label, rate in (("highest rate at >= 90%", knee), ("next rate above", min(above) if above else None)):
+        if rate is None or rate not in other.index:
+            continue
+        rows.append({
+            "point": label, "rate (req/s)": rate,
+            f"{baseline} attainment": base.at[rate, "attainment"],
+            f"{challenger} attainment": other.at[rate, "attainment"],
+            "goodput ratio": other.at[rate, "goodput (req/s)"] / base.at[rate, "goodput (req/s)"],
+            "throughput ratio": other.at[rate, THROUGHPUT] / base.at[rate, THROUGHPUT],
+        })
+    return pd.DataFrame(rows)
+
+
+def plot_slo(medians: pd.DataFrame, slo: str, figures: Path) -> list[Path]:
+    """Attainment and goodput vs rate; P99 TTFT vs P99 ITL across strategies (one point a rate)."""
+    figures.mkdir(parents=True, exist_ok=True)
+    fig, (ax_att, ax_good) = plt.subplots(1, 2, figsize=(11, 4))
+    for tag, part in medians.groupby("strategy", sort=False):
+        ax_att.plot(part["rate"], part["attainment"] * 100, marker="o", label=variant_label(tag))
+        ax_good.plot(part["rate"], part["goodput (req/s)"], marker="o", label=variant_label(tag))
+    ax_att.axhline(SLO_TARGET_ATTAINMENT * 100, color="grey", linestyle="--", linewidth=1)
+    ax_att.set_ylabel("requests meeting the SLO (%)")
+    ax_good.set_ylabel("goodput (requests/s meeting the SLO)")
+    rates = sorted(medians["rate"].unique())
+    ax_good.plot(rates, rates, color="grey", linestyle=":", linewidth=1, label="offered rate")
+    for ax in (ax_att, ax_good):
+        ax.set_xlabel("request rate (req/s)")
+        ax.grid(True, alpha=0.3)
+    ax_good.legend(fontsize=8)
+    fig.suptitle(f"SLO {slo}: attainment and goodput vs rate (first 10% of requests dropped)")
+    fig.tight_layout()
+    attainment = figures / "slo_attainment_goodput.png"
+    fig.savefig(attainment, dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for tag, part in medians.groupby("strategy", sort=False):
+        ax.plot(part["ITL P99 (ms)"], part["TTFT P99 (ms)"], marker="o", label=variant_label(tag))
+        for _, row in part.iterrows():
+            ax.annotate(f"{row['rate']:g}", (row["ITL P99 (ms)"], row["TTFT P99 (ms)"]),
+                        textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ITL P99 (ms, log scale)")
+    ax.set_ylabel("TTFT P99 (ms, log scale)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("P99 TTFT vs P99 ITL (labels: request rate)")
+    fig.tight_layout()
+    tradeoff = figures / "slo_tradeoff.png"
+    fig.savefig(tradeoff, dpi=120)
+    plt.close(fig)
+    return [attainment, tradeoff]
+
+
+def slo_section(results_dir: Path) -> str:
+    folder = results_dir / "slo"
+    loaded = load_runs(folder) if folder.is_dir() else []
+    if not loaded:
+        return "## SLO study\n\nNo SLO-study results yet (run `bash slo_study.sh`).\n"
+    runs = slo_runs(loaded)
+    runs.to_csv(results_dir / "slo_runs.csv", index=False)
+    medians = slo_medians(runs)
+    slo = _distinct(list(runs["slo"]))
+    example = loaded[0]
+    lines = ["## SLO study: attainment and goodput vs request rate", "",
+             f"SLO per request: `{slo}` (TTFT and mean TPOT in ms). Attainment = share of kept "
+             "requests meeting it (failed requests miss it); goodput = those requests per second "
+             "of the run's span. First 10% of requests dropped. Server flags: "
+             f"`{example['config'].get('server_args')}`; bench flags: "
+             f"`{example['config'].get('bench_args')}`. Per-run values in `slo_runs.csv`.", "",
+             provenance_line([run.get("meta") for run in loaded]), ""]
+    shown = medians.copy()
+    shown.insert(0, "strategy", shown.pop("strategy").map(variant_label))
+    shown["attainment"] = shown["attainment"].map(lambda v: f"{v:.1%}")
+    lines += [shown.round(2).to_markdown(index=False), ""]
+    check = slo_target_check(medians)
+    if not check.empty:
+        lines += ["Target check (Strategy C against the default; goodput ratio >= 1.2 and "
+                  "throughput ratio >= 0.95 wanted; at the first point the ratio is at most "
+                  "1 / 0.9 = 1.11 by construction):", "", check.round(3).to_markdown(index=False), ""]
+    figures = plot_slo(medians, slo, results_dir / "figures")
+    lines += [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=ROOT / "results")
+    parser.add_argument("--pdf", action="store_true",
+                        help="also render REPORT.md with its figures to <results>/report.pdf")
     args = parser.parse_args(argv)
     if not args.results.is_dir():
         parser.error(f"{args.results} is not a folder")
     text = "# Lab 3 results\n\nGenerated by `plot_results.py` from the JSON files in this folder.\n\n"
     text += "\n".join([task1_section(args.results), task2_section(args.results),
-                       task3_section(args.results)])
+                       task3_section(args.results), slo_section(args.results)])
     out = args.results / "tables.md"
     out.write_text(text)
     print(f"wrote {out}")
+    from report import write_report  # imported here: report imports this module
+
+    for path in write_report(args.results, pdf=args.pdf):
+        print(f"wrote {path}")
     return 0
 
 

@@ -217,7 +217,8 @@ def bench(waiting: int, running: int, repeats: int,
     classes = [("vLLM AsyncScheduler", AsyncScheduler),
                ("KVPeakRecorder", my_scheduler.KVPeakRecorder),
                ("StepExclusivePrefillFirstScheduler", my_scheduler.StepExclusivePrefillFirstScheduler),
-               ("SJFScheduler", my_scheduler.SJFScheduler)]
+               ("SJFScheduler", my_scheduler.SJFScheduler),
+               ("StallBoundedPrefillFirstScheduler", my_scheduler.StallBoundedPrefillFirstScheduler)]
     rows = []
     for name, cls in classes:
         sched = _loaded_scheduler(cls, waiting, running, max_num_seqs or running, seed=0)

@@ -332,7 +332,8 @@ def read_stats(path: Path) -> dict[str, Any] | None:
 
 
 def counters_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The recorder's counters (steps, tokens, preemptions, policy) accrued during one run."""
+    """The recorder's counters (steps, tokens, preemptions, policy) accrued during one run, and
+    the strategy's settings as they were (settings are not counters: never differenced)."""
     if after is None:
         return None
     before = before or {}
@@ -342,6 +343,7 @@ def counters_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) 
         return {k: v - old.get(k, 0) for k, v in after.get(key, {}).items()}
 
     return {"steps": diff("steps"), "tokens": diff("tokens"), "policy": diff("policy"),
+            "policy_settings": after.get("policy_settings", {}),
             "preemptions": after["queues"]["preemptions"] - before.get("queues", {}).get("preemptions", 0)}
 
 
@@ -411,6 +413,7 @@ def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, se
             "server_args": args.server_args,
             "bench_args": " ".join(filter(None, [args.bench_args, load.bench_args])),
             "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
+            "goodput": args.goodput or None,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "parallel_gpu_slots": os.environ.get("LAB3_GPU_SLOTS") or None,
         },

@@ -153,20 +153,22 @@ def _spearman(xs: list[float], ys: list[float]) -> float:
 
 
 def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_env, tmp_path):
-    """All three strategies serve the variable-length load; A never mixes outside its counted
-    fallbacks; SJF hands out first tokens in prompt-length order once a queue has formed."""
+    """All four strategies serve the variable-length load; A never mixes outside its counted
+    fallbacks, C outside its fallbacks and stall-guard steps; SJF hands out first tokens in
+    prompt-length order once a queue has formed."""
     from lab_metrics import unpack_detail
 
     out_dir = tmp_path / "results" / "task3"
     proc = subprocess.run(
         ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "varlen",
+         "--strategies", "default prefill-first sjf slo",
          "--stress-rate", "inf", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
          "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = {s: json.loads((out_dir / f"{s}_varlen-0.9_rate-inf_run-1.json").read_text())
-            for s in ("default", "prefill-first", "sjf")}
+            for s in ("default", "prefill-first", "sjf", "slo")}
     assert runs["default"]["config"]["scheduler_cls"] is None
     assert "--scheduler-cls my_scheduler.SJFScheduler" in runs["sjf"]["config"]["server_command"]
     for data in runs.values():
@@ -177,6 +179,10 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     assert counts["steps"]["prefill_only"] > 0 and counts["steps"]["decode_only"] > 0
     assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"]
     assert runs["default"]["engine"]["scheduler_counts_this_run"] is None  # vLLM's own class
+    counts = runs["slo"]["engine"]["scheduler_counts_this_run"]
+    assert counts["policy_settings"]["max_decode_stall_ms"] == 30.0
+    assert counts["steps"]["prefill_only"] > 0
+    assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"] + counts["policy"]["stall_guard_steps"]
 
     def ttft_length_correlation(data: dict) -> float:
         detail = unpack_detail(data["client"]["detail_npz_b64"])
@@ -191,3 +197,26 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     assert "### varlen-0.9, rate inf" in tables and "Strategy B1: SJF" in tables
     assert "TTFT by prompt length" in tables
     assert (tmp_path / "results" / "figures" / "task3_3A_cdf_varlen-0.9_rate-inf.png").stat().st_size > 10_000
+
+
+def test_slo_study_runs_a_stall_bound_variant_and_reports_goodput(cpu_env, tmp_path):
+    """`slo@1` starts Strategy C with a 1 ms stall bound (every CPU step is slower, so the guard
+    must fire), the SLO reaches `vllm bench serve --goodput`, and the tables get the SLO section."""
+    out_dir = tmp_path / "results" / "slo"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "slo_study.sh"), "--model", TINY, "--dummy-weights", "--strategies", "slo@1",
+         "--rates", "50", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
+         "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
+         "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
+        env=cpu_env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out_dir / "slo-1ms_fixed_rate-50_run-1.json").read_text())
+    assert data["config"]["goodput"] == "ttft:500 tpot:50"
+    assert "--goodput ttft:500 tpot:50" in data["config"]["bench_command"]
+    assert data["client"]["completed"] == 12
+    counts = data["engine"]["scheduler_counts_this_run"]
+    assert counts["policy_settings"]["max_decode_stall_ms"] == 1.0
+    assert counts["policy"]["stall_guard_steps"] > 0
+    tables = (tmp_path / "results" / "tables.md").read_text()
+    assert "Strategy C: stall-bounded prefill-first (stall bound 1 ms)" in tables
+    assert (tmp_path / "results" / "figures" / "slo_attainment_goodput.png").exists()

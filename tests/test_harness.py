@@ -10,7 +10,7 @@ import pytest
 
 import plot_results
 import serve_bench as sb
-from lab_metrics import pack_detail, summarize, unpack_detail
+from lab_metrics import pack_detail, parse_slo, slo_attainment, summarize, unpack_detail
 
 
 def _detail() -> dict:
@@ -46,6 +46,19 @@ def test_summary_drops_warmup_and_keeps_failures_and_timeouts():
     assert s["tpot_ms"]["p50"] == pytest.approx(20.0)
 
 
+def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
+    """Of the 9 kept requests, the failed one (3) and the slow one (7: TTFT 5 s) miss TTFT <= 500
+    ms; the others have TTFT 100 ms and TPOT (10 + 20 + 30) / 3 = 20 ms."""
+    result = slo_attainment(_detail(), parse_slo("ttft:500 tpot:50"))
+    assert (result["num_kept"], result["num_good"]) == (9, 7)
+    assert result["attainment"] == pytest.approx(7 / 9)
+    assert result["goodput_req_s"] == pytest.approx(7 / 15.03)  # same span as the summary
+    strict = slo_attainment(_detail(), parse_slo("ttft:500 tpot:15"))
+    assert strict["num_good"] == 0  # every TPOT is 20 ms
+    with pytest.raises(ValueError, match="bad SLO term"):
+        parse_slo("itl:50")
+
+
 def test_packed_detail_round_trips_to_the_microsecond():
     detail = _detail()
     back = unpack_detail(pack_detail(detail))
@@ -75,11 +88,13 @@ def test_prometheus_text_is_parsed_with_labels():
 def test_recorder_counters_are_diffed_per_run():
     before = {"steps": {"total": 10, "mixed": 2}, "tokens": {"prefill": 100}, "policy": {"fallback_steps": 1},
               "queues": {"preemptions": 1}}
+    before["policy_settings"] = {"max_decode_stall_ms": 30.0}
     after = {"steps": {"total": 25, "mixed": 2}, "tokens": {"prefill": 400}, "policy": {"fallback_steps": 4},
-             "queues": {"preemptions": 5}}
+             "queues": {"preemptions": 5}, "policy_settings": {"max_decode_stall_ms": 30.0}}
     assert sb.counters_delta(before, after) == {
         "steps": {"total": 15, "mixed": 0}, "tokens": {"prefill": 300},
-        "policy": {"fallback_steps": 3}, "preemptions": 4}
+        "policy": {"fallback_steps": 3}, "policy_settings": {"max_decode_stall_ms": 30.0},
+        "preemptions": 4}
     assert sb.counters_delta(None, None) is None
 
 

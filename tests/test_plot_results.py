@@ -36,3 +36,24 @@ def test_missing_tasks_are_reported_not_invented(tmp_path):
     empty.mkdir()
     plot_results.main(["--results", str(empty)])
     assert "No Task 1 results yet" in (empty / "tables.md").read_text()
+
+
+def test_slo_target_check_on_the_committed_task3_runs(tmp_path):
+    """The SLO section on real H200 runs: Task 3's fixed-workload files stand in for an SLO study
+    (default and Strategy A, rates 8 and 40). The default meets TTFT <= 500 ms for >= 90% at rate
+    8 only, so the two points checked are 8 and 40, and the ratios match the per-run values."""
+    folder = tmp_path / "slo"
+    folder.mkdir()
+    for name in ("default_fixed_rate-8_run-1.json", "default_fixed_rate-40_run-1.json",
+                 "prefill-first_fixed_rate-8_run-1.json", "prefill-first_fixed_rate-40_run-1.json"):
+        shutil.copy(RESULTS / "task3" / name, folder / name)
+    runs = plot_results.slo_runs(plot_results.load_runs(folder))
+    medians = plot_results.slo_medians(runs)
+    check = plot_results.slo_target_check(medians, challenger="prefill-first")
+    assert list(check["rate (req/s)"]) == [8.0, 40.0]
+    at40 = runs[runs["rate"] == "40"].set_index("strategy")
+    expected = at40.at["prefill-first", "goodput (req/s)"] / at40.at["default", "goodput (req/s)"]
+    assert check.iloc[1]["goodput ratio"] == expected
+    assert at40.at["default", "attainment"] < 0.9 <= runs[runs["rate"] == "8"]["attainment"].min()
+    text = plot_results.slo_section(tmp_path)
+    assert "ttft:500 tpot:50" in text and (tmp_path / "figures" / "slo_tradeoff.png").exists()

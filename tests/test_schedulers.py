@@ -156,6 +156,107 @@ def test_prefill_first_restores_running_and_cap_when_planning_raises():
 
 
 # ---------------------------------------------------------------------------------------------
+# Strategy C: prefill-first with a bounded decode stall
+# ---------------------------------------------------------------------------------------------
+class FakeClock:
+    """The time the policy reads; the test advances it by a simulated step time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _stall_bounded(clock: FakeClock, stall_ms: float, run_cap: int) -> type:
+    return type("TestStallBounded", (ms.StallBoundedPrefillFirstScheduler,),
+                {"clock": staticmethod(clock), "max_decode_stall_ms": stall_ms,
+                 "max_prefill_steps_in_row": run_cap})
+
+
+def _burst_run(cls: type, clock: FakeClock | None = None, step_ms: float = 10.0):
+    """4 requests start decoding, then a burst of 12 one-chunk prompts arrives at once.
+
+    Budget 256 and prompts of 256 tokens: a prefill-only step admits one prompt, so A starves
+    the 4 decoders for about 12 steps in a row. Returns (longest run of steps in which requests
+    were decoding but none got a token, traces, steps in which the decoders were served while
+    prompts waited).
+    """
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=64, max_num_batched_tokens=256,
+                                          num_blocks=5000))
+    for _ in range(4):
+        sched.add_request(make_request(32, 60))
+    traces, longest, run, served_with_backlog = [], 0, 0, []
+    for i in range(400):
+        if i == 2:
+            for _ in range(12):
+                sched.add_request(make_request(256, 10))
+        if i > 2 and not sched.has_unfinished_requests():
+            break
+        decoding = {r.request_id for r in sched.running if not r.is_prefill_chunk}
+        backlog = len(sched.waiting)
+        trace = step(sched)
+        traces.append(trace)
+        if clock is not None:
+            clock.now += step_ms / 1000.0
+        if decoding and not decoding & trace.decode_ids:
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+            if decoding and backlog:
+                served_with_backlog.append(trace)
+    assert not sched.has_unfinished_requests()
+    return longest, traces, served_with_backlog, sched
+
+
+def test_strategy_a_starves_decoders_through_a_burst():
+    """The problem Strategy C solves: A runs the whole burst of prefills before any decode."""
+    longest, traces, _, _ = _burst_run(ms.StepExclusivePrefillFirstScheduler)
+    assert longest >= 12
+    assert [t.kind for t in traces].count("mixed") == 0
+
+
+def test_stall_bound_in_time_caps_the_decode_gap():
+    """Steps of 12 ms and a 30 ms bound: at most 2 steps in a row without a token (24 ms), then a
+    step planned like vLLM's (decodes and a prompt chunk together), until the burst is gone."""
+    clock = FakeClock()
+    longest, traces, guarded, sched = _burst_run(_stall_bounded(clock, 30.0, 0), clock, 12.0)
+    assert longest == 2
+    assert sched.policy_stats["stall_guard_steps"] == len(guarded) > 0
+    assert all(t.kind == "mixed" for t in guarded)  # prompts progress in guard steps too
+    assert sched.policy_stats["fallback_steps"] == 0
+
+
+def test_stall_bound_in_steps_caps_the_decode_gap():
+    """With time frozen, only the step bound acts: at most 3 prefill-only steps in a row."""
+    clock = FakeClock()
+    longest, _, guarded, sched = _burst_run(_stall_bounded(clock, 1e9, 3), clock, 0.0)
+    assert longest == 3
+    assert sched.policy_stats["stall_guard_steps"] == len(guarded) > 0
+
+
+def test_stall_bounded_strategy_keeps_the_seq_cap_and_never_livelocks():
+    sched = make_scheduler(ms.StallBoundedPrefillFirstScheduler,
+                           SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
+    traces = run_until_done(sched, arrivals(10, 3, 40, 20))
+    assert not sched.has_unfinished_requests()
+    assert max(t.num_running_after for t in traces) <= 4
+    sched, done, ids = _overloaded_kv_run(ms.StallBoundedPrefillFirstScheduler)
+    assert done == ids and not sched.has_unfinished_requests()
+
+
+def test_stall_bound_settings_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ms.STALL_MS_ENV, "15")
+    monkeypatch.setenv(ms.PREFILL_RUN_ENV, "4")
+    policy = make_scheduler(ms.StallBoundedPrefillFirstScheduler, SimConfig()).stats_dict()["policy_settings"]
+    assert policy["max_decode_stall_ms"] == 15.0 and policy["max_prefill_steps_in_row"] == 4
+    monkeypatch.setenv(ms.STALL_MS_ENV, "soon")
+    with pytest.raises(ValueError, match=ms.STALL_MS_ENV):
+        make_scheduler(ms.StallBoundedPrefillFirstScheduler, SimConfig())
+
+
+# ---------------------------------------------------------------------------------------------
 # SJF
 # ---------------------------------------------------------------------------------------------
 def _admission_order(sched, reqs) -> list[int]:
@@ -223,7 +324,7 @@ def test_sjf_aging_bounds_the_wait_of_a_long_prompt():
 def test_sjf_aging_rate_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(ms.SJF_AGING_ENV, "250")
     sched = make_scheduler(ms.SJFScheduler, SimConfig())
-    assert sched.stats_dict()["policy"]["aging_tokens_per_s"] == 250.0
+    assert sched.stats_dict()["policy_settings"]["aging_tokens_per_s"] == 250.0
     monkeypatch.setenv(ms.SJF_AGING_ENV, "fast")
     with pytest.raises(ValueError, match=ms.SJF_AGING_ENV):
         make_scheduler(ms.SJFScheduler, SimConfig())
@@ -282,6 +383,7 @@ def test_strategy_names_resolve_and_typos_fail_early():
     assert ms.resolve_strategy("default") == ""
     assert ms.resolve_strategy("prefill-first") == "my_scheduler.StepExclusivePrefillFirstScheduler"
     assert ms.resolve_strategy("my_scheduler.SJFScheduler") == "my_scheduler.SJFScheduler"
+    assert ms.resolve_strategy("slo") == "my_scheduler.StallBoundedPrefillFirstScheduler"
     with pytest.raises(ValueError, match="unknown scheduler 'my_scheduler.SJF'"):
         ms.resolve_strategy("my_scheduler.SJF")
     with pytest.raises(ValueError, match="unknown scheduler"):

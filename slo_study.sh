@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Beyond the handout (issue #6): SLO attainment and goodput of each strategy as the request rate
+# goes from light to past saturation, on the handout's Task 3 workload and server settings.
+#
+#   bash slo_study.sh --offline            # models/qwen3-0.6b with dummy weights
+#   bash slo_study.sh --dry-run            # print every command, run nothing
+#
+# One server per strategy; every rate runs on it (prefix cache emptied before each run). The SLO
+# (--slo, default TTFT <= 500 ms and mean TPOT <= 50 ms per request) goes to `vllm bench serve
+# --goodput`; plot_results.py recomputes attainment and goodput from the per-request data with
+# the first 10% of requests dropped, like every other number here. Results:
+# results/slo/<strategy>_fixed_rate-<rate>_run-<k>.json.
+# A strategy written NAME@MS runs with LAB3_MAX_DECODE_STALL_MS=MS (Strategy C's stall bound),
+# tagged NAME-MSms, so several bounds can be compared on one plot.
+#
+#   --strategies "default prefill-first sjf slo" [STRATEGIES]   --rates "28 32 36 40 44" [RATES]
+#   --slo "ttft:500 tpot:50" [SLO]   --runs 1 [RUNS]   --num-prompts 600 [NUM_PROMPTS]
+#   --input-len 1024 [INPUT_LEN]   --output-len 256 [OUTPUT_LEN]   --seed 42 [SEED]
+#   --max-num-batched-tokens 2048 [MNBT]   --max-num-seqs 256 [MAX_NUM_SEQS]
+#   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]   --timeout-s 30 [TIMEOUT_S]
+#   --model M [MODEL]   --dummy-weights   --offline   --server-extra "..." [SERVER_EXTRA]
+#   --out-dir results/slo [OUT_DIR]   --force --dry-run --no-plot   --gpus "0 1" [GPUS]
+# 600 prompts per run (not 1000) keeps 4 strategies x 5 rates inside one 30-minute GPU lease.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
+
+STRATEGIES="${STRATEGIES:-default prefill-first sjf slo}"
+RATES="${RATES:-28 32 36 40 44}"
+SLO="${SLO:-ttft:500 tpot:50}"
+RUNS="${RUNS:-1}"
+NUM_PROMPTS="${NUM_PROMPTS:-600}"
+INPUT_LEN="${INPUT_LEN:-1024}"
+OUTPUT_LEN="${OUTPUT_LEN:-256}"
+SEED="${SEED:-42}"
+MNBT="${MNBT:-2048}"
+MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
+TIMEOUT_S="${TIMEOUT_S:-30}"
+MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
+DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
+SERVER_EXTRA="${SERVER_EXTRA:-}"
+OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/slo}"
+EXTRA_HARNESS=()
+PLOT=1
+
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; }
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2"; shift 2 ;;
+      --rates) require_value "$1" "${2:-}"; RATES="$2"; shift 2 ;;
+      --slo) require_value "$1" "${2:-}"; SLO="$2"; shift 2 ;;
+      --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2"; shift 2 ;;
+      --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2"; shift 2 ;;
+      -h|--help) usage; exit 0 ;;
+      *)
+        parse_common_flag "$@"
+        [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
+        shift "$COMMON_SHIFT"
+        ;;
+    esac
+  done
+  finish_common_flags
+  local spec
+  for spec in $STRATEGIES; do
+    "$(lab_python)" "$LAB3_ROOT/my_scheduler.py" --resolve "${spec%@*}" >/dev/null 2>&1 \
+      || die "unknown strategy '${spec%@*}' (python my_scheduler.py --list shows the names)"
+    if [[ "$spec" == *@* ]]; then
+      [[ "${spec#*@}" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "'$spec': the stall bound after @ must be a number of ms"
+    fi
+  done
+  local rate
+  for rate in $RATES; do
+    [[ "$rate" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rates: '$rate' is not a request rate"
+  done
+  [[ "$SLO" =~ ^((ttft|tpot|e2el):[0-9.]+ ?)+$ ]] || die "--slo: '$SLO' is not like 'ttft:500 tpot:50'"
+}
+
+main() {
+  parse_args "$@"
+  local common="--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
+  local rates_csv="${RATES// /,}"
+  local specs=($STRATEGIES) i=0 spec name tag stall
+  for spec in "${specs[@]}"; do
+    i=$((i + 1))
+    name="${spec%@*}"
+    tag="$name"
+    stall="${LAB3_MAX_DECODE_STALL_MS:-}"
+    if [[ "$spec" == *@* ]]; then
+      stall="${spec#*@}"
+      tag="$name-${stall}ms"
+    fi
+    echo "[slo_study] strategy $tag ($i/${#specs[@]}): rates $RATES, SLO $SLO"
+    LAB3_MAX_DECODE_STALL_MS="$stall" start_harness --task slo --tag "$tag" --scheduler "$name" \
+      --out-dir "$OUT_DIR" --model "$MODEL" --runs "$RUNS" --timeout-s "$TIMEOUT_S" \
+      --goodput "$SLO" --bench-args "$common" --load "fixed|$rates_csv|" \
+      --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
+      "${EXTRA_HARNESS[@]}"
+  done
+  local status=0
+  wait_harnesses || status=1
+  plot_results
+  return "$status"
+}
+
+main "$@"

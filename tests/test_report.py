@@ -1,0 +1,133 @@
+"""The results report (results/REPORT.md and report.pdf) from the committed results, from results
+with a task missing, and one computed fact checked against an independent computation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import plot_results
+from lab_metrics import kept_indices, unpack_detail
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 Task 2", "## 4 Task 3", "## 5 Summary")
+
+
+def copy_results(tmp_path: Path) -> Path:
+    """The committed results in a scratch folder, so a test never writes into the repository."""
+    dst = tmp_path / "results"
+    shutil.copytree(RESULTS, dst, ignore=shutil.ignore_patterns("logs", "REPORT.md", "report.pdf"))
+    return dst
+
+
+def section(text: str, start: str) -> str:
+    """One '## ' section of the report, up to the next one."""
+    body = text.split(start, 1)[1]
+    return body.split("\n## ", 1)[0]
+
+
+def test_report_from_the_committed_results(tmp_path):
+    results = copy_results(tmp_path)
+    assert plot_results.main(["--results", str(results), "--pdf"]) == 0
+    text = (results / "REPORT.md").read_text()
+    for heading in SECTIONS:
+        assert heading in text
+
+    task1 = json.loads((results / "task1.json").read_text())["methods"]
+    assert f"{task1['vllm']['output_tokens_per_s']:.1f} tok/s" in section(text, "## 2 Task 1")
+    speedup = task1["hf-serial"]["total_s"] / task1["vllm"]["total_s"]
+    assert f"{speedup:.2f}x faster" in text
+    assert f"{task1['hf-static']['padding']['padding_waste_ratio']:.1%}" in text
+    assert "dummy (random, real shapes)" in section(text, "## 1 Environment")
+
+    task2 = section(text, "## 3 Task 2")
+    budgets = {int(plot_results.server_flag(json.loads(p.read_text())["config"]["server_args"],
+                                            "--max-num-batched-tokens"))
+               for p in (results / "task2").glob("*.json")}
+    missing = [b for b in (512, 1024, 2048, 4096, 8192) if b not in budgets]
+    if missing:
+        assert "missing from the handout's grid" in task2 and "The sweep is incomplete" in task2
+        assert ", ".join(map(str, missing)) in task2
+    assert "Chat service (ITL-sensitive), rule:" in task2
+
+    for link in ("figures/task2_A1_latency.png", "figures/task2_A2_throughput.png"):
+        assert f"]({link})" in text and (results / link).is_file()
+    assert "task3_3A_cdf_" in section(text, "## 4 Task 3")
+
+    pdf = results / "report.pdf"
+    assert pdf.read_bytes()[:4] == b"%PDF"
+    assert pdf.stat().st_size < 2 * 2**20
+
+
+@pytest.mark.parametrize("task", ["task2", "task3"])
+def test_a_missing_task_is_reported_not_invented(tmp_path, task):
+    results = copy_results(tmp_path)
+    shutil.rmtree(results / task)
+    assert plot_results.main(["--results", str(results), "--pdf"]) == 0
+    text = (results / "REPORT.md").read_text()
+    for heading in SECTIONS:
+        assert heading in text
+    number = {"task2": "2", "task3": "3"}[task]
+    gone = section(text, f"## {int(number) + 1} Task {number}")
+    assert f"No Task {number} results" in gone
+    assert "|" not in gone  # no table
+    assert f"Task {number}: no results." in section(text, "## 5 Summary")
+    figure = "task2_A" if task == "task2" else "task3_3A"
+    assert figure not in text  # stale figures left in figures/ are not linked
+    assert (results / "report.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_an_empty_results_folder_gives_a_report_of_gaps(tmp_path):
+    assert plot_results.main(["--results", str(tmp_path)]) == 0
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "No results files" in text
+    for number in ("1", "2", "3"):
+        assert f"No Task {number} results" in text
+
+
+def _median_by_strategy(folder: Path, pattern: str, key: str) -> dict[str, float]:
+    """Median of summary[key]['p50'] over runs, per strategy, read straight from the files."""
+    values: dict[str, list[float]] = {}
+    for path in folder.glob(pattern):
+        run = json.loads(path.read_text())
+        values.setdefault(run["config"]["scheduler"], []).append(run["summary"][key]["p50"])
+    return {name: statistics.median(v) for name, v in values.items()}
+
+
+def test_computed_facts_match_an_independent_computation(tmp_path):
+    results = copy_results(tmp_path)
+    plot_results.main(["--results", str(results)])
+    text = (results / "REPORT.md").read_text()
+
+    # Strategy A's TTFT P50 gain at the stress rate: default / A, medians over runs.
+    ttft = _median_by_strategy(results / "task3", "*_fixed_rate-40_run-*.json", "ttft_ms")
+    gain = ttft["default"] / ttft["prefill-first"]
+    assert f"(gain {gain:.2f}x, {'better' if gain > 1 else 'worse'})" in text
+
+    # Task 2 saturation: the smallest budget within 5% of the best median throughput at rate inf.
+    by_budget: dict[int, list[float]] = {}
+    for path in (results / "task2").glob("*_rate-inf_run-*.json"):
+        run = json.loads(path.read_text())
+        budget = int(plot_results.server_flag(run["config"]["server_args"], "--max-num-batched-tokens"))
+        by_budget.setdefault(budget, []).append(run["summary"]["output_throughput_tok_s"])
+    medians = {b: statistics.median(v) for b, v in by_budget.items()}
+    best = max(medians.values())
+    saturated = min(b for b, v in medians.items() if v >= 0.95 * best)
+    assert f"within 5% of the best median ({best:.1f} tok/s) is {saturated}." in text
+
+    # SJF on equal prompts: first tokens in arrival order (rank correlation from numpy argsort).
+    run = json.loads((results / "task3" / "sjf_fixed_rate-40_run-1.json").read_text())
+    detail = unpack_detail(run["client"]["detail_npz_b64"])
+    kept = kept_indices(detail["start_times"], run["config"]["warmup_fraction"])
+    assert len({detail["input_lens"][i] for i in kept}) == 1
+    slow = [i for i in kept if detail["ttfts"][i] > 0.2 and not detail["errors"][i]]
+    start = np.array([detail["start_times"][i] for i in slow])
+    first = start + np.array([detail["ttfts"][i] for i in slow])
+    rho = np.corrcoef(start.argsort().argsort(), first.argsort().argsort())[0, 1]
+    assert rho > 0.99
+    assert f"over the {len(slow)} requests with TTFT > 200 ms = {rho:.3f}" in text
