@@ -364,8 +364,9 @@ class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         now = self.clock()
         decoding = {req.request_id for req in self.running if not req.is_prefill_chunk}
-        if not decoding:
-            self._decodes_served_at = now  # nobody is waiting for a token
+        if not decoding:  # nobody is waiting for a token
+            self._decodes_served_at = now
+            self._prefill_steps_in_row = 0
         if decoding and self._prefill_work_pending() and self._decodes_overdue(now):
             self.policy_stats["stall_guard_steps"] += 1
             output = AsyncScheduler.schedule(self, *args, **kwargs)
