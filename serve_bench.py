@@ -90,6 +90,26 @@ def rate_label(rate: str) -> str:
     return "inf" if rate.lower() in ("inf", "infinity") else rate
 
 
+def live_group_members(pgid: int) -> list[int]:
+    """PIDs in process group ``pgid`` that are not zombies (Linux ``/proc``).
+
+    ``os.killpg(pgid, 0)`` also succeeds for zombies, which hold nothing and which only their
+    new parent (init) can reap, so it cannot tell whether a server is really gone.
+    """
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
 @dataclass(frozen=True)
 class Load:
     """A named workload: the rates to offer and the client flags that shape the requests."""
@@ -217,17 +237,25 @@ class Server:
             raise HarnessError(f"POST /reset_prefix_cache answered {resp.status}")
 
     def stop(self, grace_s: float = 30.0) -> None:
-        """SIGTERM to the process group, then SIGKILL after ``grace_s``; idempotent."""
-        if self.process is None or self.process.poll() is not None:
-            self._kill_group(signal.SIGKILL)  # children may outlive a dead leader
+        """SIGTERM to the process group, then SIGKILL after ``grace_s``; idempotent.
+
+        Returns only once no live process is left in the group (or after 30 s more): the engine
+        core outlives the API server by a moment, and until it is gone it still holds the GPU
+        memory the next configuration's server needs.
+        """
+        if self.process is None:
             return
-        self._kill_group(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self._kill_group(signal.SIGKILL)
-            self.process.wait(timeout=10)
-        self._kill_group(signal.SIGKILL)
+        if self.process.poll() is None:
+            self._kill_group(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self._kill_group(signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self._kill_group(signal.SIGKILL)  # children may outlive a dead leader
+        deadline = time.monotonic() + 30
+        while live_group_members(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def _kill_group(self, sig: int) -> None:
         if self.process is None:

@@ -39,13 +39,9 @@ def cpu_env() -> dict[str, str]:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process is left in the server's process group (vLLM renames its processes,
-    so their command lines cannot be searched)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Whether a live (non-zombie) process is left in the server's process group (vLLM renames
+    its processes, so their command lines cannot be searched)."""
+    return bool(sb.live_group_members(pgid))
 
 
 def server_groups(output: str) -> list[int]:
