@@ -97,6 +97,26 @@ def is_success(detail: dict[str, Any], i: int) -> bool:
     return not detail["errors"][i] and detail["output_lens"][i] > 0
 
 
+def request_e2e_s(detail: dict[str, Any], i: int) -> float:
+    """End-to-end latency of a successful request: TTFT plus every inter-token gap."""
+    return detail["ttfts"][i] + sum(detail["itls"][i])
+
+
+def request_tpot_ms(detail: dict[str, Any], i: int, e2e_s: float) -> float | None:
+    """Mean gap after the first token; None for a one-token request, which has no gap."""
+    n_out = detail["output_lens"][i]
+    return (e2e_s - detail["ttfts"][i]) * 1e3 / (n_out - 1) if n_out > 1 else None
+
+
+def run_span_s(detail: dict[str, Any], kept: list[int], e2e_s: dict[int, float]) -> float:
+    """First kept start to last successful end (``e2e_s`` holds the successful requests): the
+    window that throughput and goodput are divided by."""
+    if not e2e_s:
+        return 0.0
+    return (max(detail["start_times"][i] + e for i, e in e2e_s.items())
+            - min(detail["start_times"][i] for i in kept))
+
+
 def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
               timeout_s: float | None = None) -> dict[str, Any]:
     """The run's summary numbers from per-request data (see the module docstring)."""
@@ -105,16 +125,12 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
     ok_set = set(ok)
     ttft_ms = [detail["ttfts"][i] * 1e3 if i in ok_set else math.inf for i in kept]
     itl_ms = [x * 1e3 for i in ok for x in detail["itls"][i]]
-    e2e_s = {i: detail["ttfts"][i] + sum(detail["itls"][i]) for i in ok}
-    tpot_ms = [(e2e_s[i] - detail["ttfts"][i]) * 1e3 / (detail["output_lens"][i] - 1)
-               for i in ok if detail["output_lens"][i] > 1]
+    e2e_s = {i: request_e2e_s(detail, i) for i in ok}
+    tpot_ms = [tpot for i in ok if (tpot := request_tpot_ms(detail, i, e2e_s[i])) is not None]
     e2e_ms = [e2e_s[i] * 1e3 if i in e2e_s else math.inf for i in kept]
     timeouts = sum(1 for i in ok if timeout_s is not None and e2e_s[i] > timeout_s)
     output_tokens = sum(detail["output_lens"][i] for i in ok)
-    if ok:
-        span = max(detail["start_times"][i] + e2e_s[i] for i in ok) - min(detail["start_times"][i] for i in kept)
-    else:
-        span = 0.0
+    span = run_span_s(detail, kept, e2e_s)
     failed = len(kept) - len(ok)
     return {
         "warmup_fraction": warmup_fraction,
@@ -156,20 +172,14 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
     Goodput = requests meeting the SLO / the span from the first kept start to the last kept end.
     """
     kept = kept_indices(detail["start_times"], warmup_fraction)
+    e2e_s = {i: request_e2e_s(detail, i) for i in kept if is_success(detail, i)}
     good = 0
-    ends = []
-    for i in kept:
-        if not is_success(detail, i):
-            continue
-        ttft_ms = detail["ttfts"][i] * 1e3
-        e2e_ms = ttft_ms + sum(detail["itls"][i]) * 1e3
-        ends.append(detail["start_times"][i] + e2e_ms / 1e3)
-        n_out = detail["output_lens"][i]
-        tpot_ms = (e2e_ms - ttft_ms) / (n_out - 1) if n_out > 1 else 0.0
-        met = {"ttft": ttft_ms, "tpot": tpot_ms, "e2el": e2e_ms}
+    for i, e2e in e2e_s.items():
+        tpot = request_tpot_ms(detail, i, e2e)
+        met = {"ttft": detail["ttfts"][i] * 1e3, "tpot": 0.0 if tpot is None else tpot, "e2el": e2e * 1e3}
         if all(met[name] <= limit for name, limit in slo.items()):
             good += 1
-    span = (max(ends) - min(detail["start_times"][i] for i in kept)) if ends else 0.0
+    span = run_span_s(detail, kept, e2e_s)
     return {"slo_ms": dict(slo), "num_kept": len(kept), "num_good": good,
             "attainment": good / len(kept) if kept else None,
             "goodput_req_s": good / span if span > 0 else None}

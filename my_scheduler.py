@@ -68,6 +68,21 @@ def kv_bytes_per_token(kv_cache_config: Any) -> int:
     return int(round(total))
 
 
+def setting_from_env(name: str, default: float, unit: str = "") -> float:
+    """A non-negative number from the environment variable ``name``, or ``default`` when it is
+    unset; anything else fails loudly, naming the variable, before the engine serves."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as err:
+        raise ValueError(f"{name} must be a number{unit}, got {raw!r}") from err
+    if value < 0 or math.isnan(value):
+        raise ValueError(f"{name} must be >= 0, got {raw!r}")
+    return value
+
+
 class StepRecorder:
     """Mixin that accounts for every scheduler step; put it first in the bases.
 
@@ -307,20 +322,6 @@ class StepExclusivePrefillFirstScheduler(StepRecorder, PrefillFirstPolicy):
 # --------------------------------------------------------------------------------------------
 # Strategy C: prefill-first with a bounded decode stall (SLO-aware)
 # --------------------------------------------------------------------------------------------
-def _setting_from_env(name: str, default: float) -> float:
-    """A non-negative number from the environment, or ``default``; a bad value fails loudly."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError as err:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from err
-    if value < 0 or math.isnan(value):
-        raise ValueError(f"{name} must be >= 0, got {raw!r}")
-    return value
-
-
 class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
     """Strategy A with a bound on how long a decoding request may wait for its next token.
 
@@ -350,9 +351,9 @@ class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         stall_ms = (self.max_decode_stall_ms if self.max_decode_stall_ms is not None
-                    else _setting_from_env(STALL_MS_ENV, DEFAULT_MAX_DECODE_STALL_MS))
+                    else setting_from_env(STALL_MS_ENV, DEFAULT_MAX_DECODE_STALL_MS))
         run_cap = (self.max_prefill_steps_in_row if self.max_prefill_steps_in_row is not None
-                   else int(_setting_from_env(PREFILL_RUN_ENV, 0)))
+                   else int(setting_from_env(PREFILL_RUN_ENV, 0)))
         self._stall_limit_s = stall_ms / 1000.0
         self._prefill_run_cap = run_cap
         self._decodes_served_at = self.clock()
@@ -455,14 +456,7 @@ class ShortestJobFirstQueue(RequestQueue):
 
 def sjf_aging_from_env() -> float:
     """Aging rate (prompt tokens forgiven per second waited) from ``LAB3_SJF_AGING_TOKENS_PER_S``."""
-    raw = os.environ.get(SJF_AGING_ENV, "0")
-    try:
-        value = float(raw)
-    except ValueError as err:
-        raise ValueError(f"{SJF_AGING_ENV} must be a number of tokens per second, got {raw!r}") from err
-    if value < 0 or math.isnan(value):
-        raise ValueError(f"{SJF_AGING_ENV} must be >= 0, got {raw!r}")
-    return value
+    return setting_from_env(SJF_AGING_ENV, 0.0, " of tokens per second")
 
 
 class ShortestJobFirstPolicy(AsyncScheduler):

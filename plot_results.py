@@ -85,6 +85,27 @@ def _distinct(values: list[Any]) -> str:
     return " / ".join(seen)
 
 
+def meta_field(metas: list[dict[str, Any]], *path: str, shorten: Any = str,
+               missing: str | None = None) -> str:
+    """The distinct values of one provenance field over a set of results ('a / b' where they
+    differ). A value that is absent reads ``missing`` if given, else 'None'."""
+    values = []
+    for meta in metas:
+        value: Any = meta
+        for key in path:
+            value = (value or {}).get(key)
+        values.append(missing if value is None and missing is not None else shorten(str(value)))
+    return _distinct(values) if values else (missing or "")
+
+
+def date_range(dates: list[str]) -> str:
+    """One date, or 'first to last' (ISO strings sort by time); 'missing' for none."""
+    if not dates:
+        return "missing"
+    dates = sorted(dates)
+    return dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+
+
 def provenance_line(metas: dict[str, Any] | list[dict[str, Any] | None] | None) -> str:
     """One line of provenance for one result or for a set of runs (values that differ are all
     listed, dates as a range), so a table mixing sessions says so."""
@@ -95,24 +116,13 @@ def provenance_line(metas: dict[str, Any] | list[dict[str, Any] | None] | None) 
         return "provenance: missing"
 
     def field(*path: str) -> str:
-        values = []
-        for meta in metas:
-            value: Any = meta
-            for key in path:
-                value = (value or {}).get(key)
-            values.append(value)
-        return _distinct(values)
+        return meta_field(metas, *path)
 
-    def short(values: list[Any], shorten: Any) -> str:
-        return _distinct([shorten(str(v)) for v in values])
-
-    models = short([m.get("model") for m in metas],  # a local copy's path differs per host
-                   lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
-    commits = short([m.get("git_commit") for m in metas],
-                    lambda v: v[:7] + ("-dirty" if v.endswith("-dirty") else ""))
-
-    dates = sorted(str(m.get("date_utc")) for m in metas)
-    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    models = meta_field(metas, "model",  # a local copy's path differs per host
+                        shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
+    commits = meta_field(metas, "git_commit",
+                         shorten=lambda v: v[:7] + ("-dirty" if v.endswith("-dirty") else ""))
+    when = date_range([str(m.get("date_utc")) for m in metas])
     return (f"GPU {field('gpu', 'name')} ({field('gpu', 'memory_gib')} GiB, driver "
             f"{field('gpu', 'driver')}); vLLM {field('versions', 'vllm')}, torch "
             f"{field('versions', 'torch')}, transformers {field('versions', 'transformers')}; "
@@ -144,7 +154,10 @@ THROUGHPUT = "Throughput (tok/s)"
 
 
 def load_runs(folder: Path) -> list[dict[str, Any]]:
-    """Every run file in ``folder`` (sorted by name), skipping anything that is not one."""
+    """Every run file in ``folder`` (sorted by name), skipping anything that is not one; none
+    when the folder does not exist (a task not run yet)."""
+    if not folder.is_dir():
+        return []
     runs = []
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text())
@@ -242,7 +255,7 @@ def plot_task2(table: pd.DataFrame, figures: Path) -> list[Path]:
 
 def task2_section(results_dir: Path) -> str:
     folder = results_dir / "task2"
-    loaded = load_runs(folder) if folder.is_dir() else []
+    loaded = load_runs(folder)
     runs = task2_runs(loaded)
     if runs.empty:
         return "## Task 2\n\nNo Task 2 results yet (run `bash task2.sh`).\n"
@@ -328,7 +341,8 @@ def _run_detail(folder: Path, file_name: str) -> dict[str, Any]:
     kept = kept_indices(detail["start_times"], run["config"]["warmup_fraction"])
     ok = [i for i in kept if is_success(detail, i)]
     ok_set = set(ok)
-    return {"n": len(kept), "ttft_ms": [detail["ttfts"][i] * 1e3 for i in ok],
+    return {"n": len(kept), "start_s": [detail["start_times"][i] for i in ok],
+            "ttft_ms": [detail["ttfts"][i] * 1e3 for i in ok],
             "itl_ms": [x * 1e3 for i in ok for x in detail["itls"][i]],
             "input_lens": [detail["input_lens"][i] for i in kept],
             "ttft_or_inf_ms": [detail["ttfts"][i] * 1e3 if i in ok_set else float("inf") for i in kept]}
@@ -388,7 +402,7 @@ def ttft_by_prompt_length(folder: Path, runs: pd.DataFrame, workload: str, rate:
 
 def task3_section(results_dir: Path) -> str:
     folder = results_dir / "task3"
-    loaded = load_runs(folder) if folder.is_dir() else []
+    loaded = load_runs(folder)
     runs = task3_runs(loaded)
     if runs.empty:
         return "## Task 3\n\nNo Task 3 results yet (run `bash task3.sh`).\n"
@@ -545,7 +559,7 @@ def plot_slo(medians: pd.DataFrame, slo: str, figures: Path) -> list[Path]:
 
 def slo_section(results_dir: Path) -> str:
     folder = results_dir / "slo"
-    loaded = load_runs(folder) if folder.is_dir() else []
+    loaded = load_runs(folder)
     if not loaded:
         return "## SLO study\n\nNo SLO-study results yet (run `bash slo_study.sh`).\n"
     runs = slo_runs(loaded)

@@ -15,8 +15,8 @@ both outputs carry the same content.
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,16 +26,17 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from lab_metrics import kept_indices, unpack_detail
 from plot_results import (
     MIB,
     THROUGHPUT,
-    _distinct,
     _rate_order,
     _strategy_order,
+    _run_detail,
+    date_range,
     load_json,
     load_label,
     load_runs,
+    meta_field,
     provenance_line,
     server_flag,
     strategy_label,
@@ -173,13 +174,9 @@ class Results:
 
     @classmethod
     def load(cls, folder: Path) -> Results:
-        def runs(name: str) -> list[dict[str, Any]]:
-            sub = folder / name
-            return load_runs(sub) if sub.is_dir() else []
-
         task1 = load_json(folder / "task1.json")
         return cls(folder, task1 if task1 and task1.get("methods") else None,
-                   runs("task2"), runs("task3"))
+                   load_runs(folder / "task2"), load_runs(folder / "task3"))
 
     def newest_date(self) -> datetime | None:
         """The latest ``date_utc`` of any result: the PDF's creation date, so that regenerating
@@ -199,22 +196,7 @@ class Results:
 # --------------------------------------------------------------------------------------------
 # 1 Environment
 # --------------------------------------------------------------------------------------------
-def _meta_field(metas: list[dict[str, Any]], *path: str, shorten: Any = str) -> str:
-    """The distinct values of one provenance field over a set of results ('a / b' if they differ)."""
-    values = []
-    for meta in metas:
-        value: Any = meta
-        for key in path:
-            value = (value or {}).get(key)
-        values.append("missing" if value is None else shorten(str(value)))
-    return _distinct(values) if values else "missing"
-
-
-def _dates(metas: list[dict[str, Any]]) -> str:
-    dates = sorted(str(m.get("date_utc")) for m in metas if m.get("date_utc"))
-    if not dates:
-        return "missing"
-    return dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+env_field = functools.partial(meta_field, missing="missing")  # the environment table says 'missing'
 
 
 def environment_section(res: Results) -> list[Block]:
@@ -230,17 +212,17 @@ def environment_section(res: Results) -> list[Block]:
               "Task 2": f"{len(res.task2)} run files", "Task 3": f"{len(res.task3)} run files"}
     rows = [
         ("results", lambda n, m: counts[n]),
-        ("GPU", lambda n, m: f"{_meta_field(m, 'gpu', 'count')}x {_meta_field(m, 'gpu', 'name')}"),
-        ("GPU memory (GiB)", lambda n, m: _meta_field(m, "gpu", "memory_gib")),
-        ("driver / CUDA", lambda n, m: f"{_meta_field(m, 'gpu', 'driver')} / {_meta_field(m, 'gpu', 'cuda')}"),
-        ("Python", lambda n, m: _meta_field(m, "python")),
-        ("vLLM", lambda n, m: _meta_field(m, "versions", "vllm")),
-        ("torch", lambda n, m: _meta_field(m, "versions", "torch")),
-        ("transformers", lambda n, m: _meta_field(m, "versions", "transformers")),
-        ("model", lambda n, m: _meta_field(m, "model", shorten=lambda v: Path(v).name)),
-        ("weights", lambda n, m: _meta_field(m, "weights")),
-        ("dates (UTC)", lambda n, m: _dates(m)),
-        ("git commit", lambda n, m: _meta_field(m, "git_commit", shorten=lambda v: v[:7])),
+        ("GPU", lambda n, m: f"{env_field(m, 'gpu', 'count')}x {env_field(m, 'gpu', 'name')}"),
+        ("GPU memory (GiB)", lambda n, m: env_field(m, "gpu", "memory_gib")),
+        ("driver / CUDA", lambda n, m: f"{env_field(m, 'gpu', 'driver')} / {env_field(m, 'gpu', 'cuda')}"),
+        ("Python", lambda n, m: env_field(m, "python")),
+        ("vLLM", lambda n, m: env_field(m, "versions", "vllm")),
+        ("torch", lambda n, m: env_field(m, "versions", "torch")),
+        ("transformers", lambda n, m: env_field(m, "versions", "transformers")),
+        ("model", lambda n, m: env_field(m, "model", shorten=lambda v: Path(v).name)),
+        ("weights", lambda n, m: env_field(m, "weights")),
+        ("dates (UTC)", lambda n, m: date_range([str(x["date_utc"]) for x in m if x.get("date_utc")])),
+        ("git commit", lambda n, m: env_field(m, "git_commit", shorten=lambda v: v[:7])),
     ]
     frame = pd.DataFrame([{"": label, **{n: get(n, m) for n, m in present.items()}}
                           for label, get in rows])
@@ -613,24 +595,13 @@ def strategy_a_facts(runs: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[s
     return facts
 
 
-def _detail(folder: Path, file_name: str) -> dict[str, Any]:
-    """Per-request start time, TTFT (ms) and prompt length of the requests kept after warm-up."""
-    run = json.loads((folder / file_name).read_text())
-    detail = unpack_detail(run["client"]["detail_npz_b64"])
-    kept = kept_indices(detail["start_times"], run["config"]["warmup_fraction"])
-    ok = [i for i in kept if not detail["errors"][i] and detail["output_lens"][i] > 0]
-    return {"start": [detail["start_times"][i] for i in ok],
-            "ttft_ms": [detail["ttfts"][i] * 1e3 for i in ok],
-            "input_lens": sorted({detail["input_lens"][i] for i in kept})}
-
-
 def order_check(folder: Path, file_name: str) -> tuple[float | None, int, list[int]]:
     """Spearman rho between a request's start time and its first-token time, over the requests
     that queued (TTFT > 200 ms); near 1 means first tokens came in arrival order (FCFS)."""
-    d = _detail(folder, file_name)
-    slow = [(s, s + t / 1e3) for s, t in zip(d["start"], d["ttft_ms"]) if t > SLOW_TTFT_MS]
+    d = _run_detail(folder, file_name)
+    slow = [(s, s + t / 1e3) for s, t in zip(d["start_s"], d["ttft_ms"]) if t > SLOW_TTFT_MS]
     rho = spearman([s for s, _ in slow], [f for _, f in slow]) if len(slow) >= 3 else None
-    return rho, len(slow), d["input_lens"]
+    return rho, len(slow), sorted(set(d["input_lens"]))
 
 
 def sjf_facts(folder: Path, runs: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[str]:

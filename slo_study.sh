@@ -29,21 +29,9 @@ RATES="${RATES:-28 32 36 40 44}"
 SLO="${SLO:-ttft:500 tpot:50}"
 RUNS="${RUNS:-1}"
 NUM_PROMPTS="${NUM_PROMPTS:-600}"
-INPUT_LEN="${INPUT_LEN:-1024}"
-OUTPUT_LEN="${OUTPUT_LEN:-256}"
-SEED="${SEED:-42}"
 MNBT="${MNBT:-2048}"
-MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
-GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
 TIMEOUT_S="${TIMEOUT_S:-30}"
-MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
-DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
-SERVER_EXTRA="${SERVER_EXTRA:-}"
 OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/slo}"
-EXTRA_HARNESS=()
-PLOT=1
-
-usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -64,8 +52,7 @@ parse_args() {
   finish_common_flags
   local spec
   for spec in $STRATEGIES; do
-    "$(lab_python)" "$LAB3_ROOT/my_scheduler.py" --resolve "${spec%@*}" >/dev/null 2>&1 \
-      || die "unknown strategy '${spec%@*}' (python my_scheduler.py --list shows the names)"
+    check_strategy "${spec%@*}"
     if [[ "$spec" == *@* ]]; then
       [[ "${spec#*@}" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "'$spec': the stall bound after @ must be a number of ms"
     fi
@@ -81,18 +68,22 @@ main() {
   parse_args "$@"
   local common="--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
   local rates_csv="${RATES// /,}"
-  local specs=($STRATEGIES) i=0 spec name tag stall
+  local specs=($STRATEGIES) i=0 spec name tag stall user_stall="${LAB3_MAX_DECODE_STALL_MS:-}"
   for spec in "${specs[@]}"; do
     i=$((i + 1))
     name="${spec%@*}"
     tag="$name"
-    stall="${LAB3_MAX_DECODE_STALL_MS:-}"
     if [[ "$spec" == *@* ]]; then
       stall="${spec#*@}"
       tag="$name-${stall}ms"
+      export LAB3_MAX_DECODE_STALL_MS="$stall"  # read by Strategy C in this harness's server
+    elif [ -n "$user_stall" ]; then
+      export LAB3_MAX_DECODE_STALL_MS="$user_stall"
+    else
+      unset LAB3_MAX_DECODE_STALL_MS
     fi
     echo "[slo_study] strategy $tag ($i/${#specs[@]}): rates $RATES, SLO $SLO"
-    LAB3_MAX_DECODE_STALL_MS="$stall" start_harness --task slo --tag "$tag" --scheduler "$name" \
+    start_harness --task slo --tag "$tag" --scheduler "$name" \
       --out-dir "$OUT_DIR" --model "$MODEL" --runs "$RUNS" --timeout-s "$TIMEOUT_S" \
       --goodput "$SLO" --bench-args "$common" --load "fixed|$rates_csv|" \
       --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \

@@ -1,4 +1,4 @@
-# Shared shell code for task2.sh and task3.sh; source it, do not run it.
+# Shared shell code for task2.sh, task3.sh and slo_study.sh; source it, do not run it.
 #
 # start_harness runs serve_bench.py (which starts, uses and always stops one vllm server) as a
 # child, at most one per GPU slot at a time, and forward_signal passes Ctrl-C / SIGTERM on to every
@@ -10,12 +10,35 @@
 
 LAB3_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GPUS="${GPUS:-}"
+# Defaults of the flags parse_common_flag reads (the handout's settings), each overridable by the
+# env var of the same name; a sweep sets its own RUNS, NUM_PROMPTS and OUT_DIR.
+INPUT_LEN="${INPUT_LEN:-1024}"
+OUTPUT_LEN="${OUTPUT_LEN:-256}"
+SEED="${SEED:-42}"
+MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
+MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
+DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
+SERVER_EXTRA="${SERVER_EXTRA:-}"
+EXTRA_HARNESS=()
+PLOT=1
 declare -A SLOT_PID=()
 FAILED_CONFIGS=0
 
 die() {
   echo "$(basename "$0"): $*" >&2
   exit 2
+}
+
+usage() {
+  # The calling script's header comment, up to its `set -euo`.
+  sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-
+}
+
+check_strategy() {
+  # check_strategy NAME: a name my_scheduler.py resolves, else stop before any server starts.
+  "$(lab_python)" "$LAB3_ROOT/my_scheduler.py" --resolve "$1" >/dev/null 2>&1 \
+    || die "unknown strategy '$1' (python my_scheduler.py --list shows the names)"
 }
 
 lab_python() {

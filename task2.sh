@@ -26,19 +26,7 @@ VALUES="${VALUES:-512 1024 2048 4096 8192}"
 RATES="${RATES:-16,inf}"
 RUNS="${RUNS:-2}"
 NUM_PROMPTS="${NUM_PROMPTS:-1000}"
-INPUT_LEN="${INPUT_LEN:-1024}"
-OUTPUT_LEN="${OUTPUT_LEN:-256}"
-SEED="${SEED:-42}"
-MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
-GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
-MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
-DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
-SERVER_EXTRA="${SERVER_EXTRA:-}"
 OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task2}"
-EXTRA_HARNESS=()
-PLOT=1
-
-usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; }
 
 parse_args() {
   while [ $# -gt 0 ]; do

@@ -34,23 +34,11 @@ RATE="${RATE:-8}"
 STRESS_RATE="${STRESS_RATE:-}"
 RUNS="${RUNS:-1}"
 NUM_PROMPTS="${NUM_PROMPTS:-1000}"
-INPUT_LEN="${INPUT_LEN:-1024}"
-OUTPUT_LEN="${OUTPUT_LEN:-256}"
 RANGE_RATIO="${RANGE_RATIO:-0.9}"
-SEED="${SEED:-42}"
 MNBT="${MNBT:-2048}"
-MAX_NUM_SEQS="${MAX_NUM_SEQS:-256}"
-GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
 TIMEOUT_S="${TIMEOUT_S:-30}"
-MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
-DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
-SERVER_EXTRA="${SERVER_EXTRA:-}"
 OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task3}"
-EXTRA_HARNESS=()
-PLOT=1
 FALLBACK_STRESS_RATE=48
-
-usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -72,8 +60,7 @@ parse_args() {
   done
   finish_common_flags
   for s in $STRATEGIES; do
-    "$(lab_python)" "$LAB3_ROOT/my_scheduler.py" --resolve "$s" >/dev/null 2>&1 \
-      || die "unknown strategy '$s' (python my_scheduler.py --list shows the names)"
+    check_strategy "$s"
   done
   for w in $WORKLOADS; do
     case "$w" in fixed|varlen) ;; *) die "unknown workload '$w' (fixed, varlen)" ;; esac
