@@ -18,31 +18,38 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import lzma
 import math
+import os
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
+XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 # --------------------------------------------------------------------------------------------
 # Compact storage of per-request arrays
 # --------------------------------------------------------------------------------------------
 def pack_detail(client: dict[str, Any]) -> str:
-    """Per-request arrays as base64 of a compressed ``.npz``; times kept to the microsecond.
+    """Per-request arrays as base64 of an xz-compressed ``.npz``; times kept to the microsecond.
 
-    ITLs (hundreds of thousands of floats a run) are stored as int32 microseconds with offsets,
-    which is about a tenth of the JSON size.
+    ITLs (hundreds of thousands of floats a run) are stored as int32 microseconds with offsets;
+    xz over the plain ``.npz`` halves what ``np.savez_compressed`` (zlib) gives, which keeps a
+    full set of results inside the repository's size budget.
     """
     itls = client["itls"]
     flat = np.array([round(x * 1e6) for row in itls for x in row], dtype=np.int64)
     offsets = np.cumsum([0] + [len(row) for row in itls], dtype=np.int64)
     errors = np.array([e or "" for e in client["errors"]], dtype=np.str_)
     buffer = io.BytesIO()
-    np.savez_compressed(
+    np.savez(
         buffer,
         ttft_us=np.array([round((t or 0.0) * 1e6) for t in client["ttfts"]], dtype=np.int64),
         itl_us=flat.astype(np.int32) if flat.size == 0 or flat.max() < 2**31 else flat,
@@ -52,12 +59,20 @@ def pack_detail(client: dict[str, Any]) -> str:
         start_times=np.array(client["start_times"], dtype=np.float64),
         errors=errors,
     )
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    packed = lzma.compress(buffer.getvalue(), preset=9)
+    return base64.b64encode(packed).decode("ascii")
+
+
+def _npz_bytes(packed: str) -> bytes:
+    """The ``.npz`` inside a packed detail: xz-compressed (current) or a zlib ``.npz`` (older
+    result files, still read as they are)."""
+    raw = base64.b64decode(packed)
+    return lzma.decompress(raw) if raw.startswith(XZ_MAGIC) else raw
 
 
 def unpack_detail(packed: str) -> dict[str, Any]:
     """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them."""
-    data = np.load(io.BytesIO(base64.b64decode(packed)))
+    data = np.load(io.BytesIO(_npz_bytes(packed)))
     offsets = data["itl_offsets"]
     itl = data["itl_us"] / 1e6
     return {
@@ -68,6 +83,27 @@ def unpack_detail(packed: str) -> dict[str, Any]:
         "start_times": data["start_times"].tolist(),
         "errors": data["errors"].tolist(),
     }
+
+
+def repack_result_file(path: Path) -> tuple[int, int]:
+    """Rewrite a result file's per-request arrays with the current ``pack_detail``, after
+    checking that they unpack to exactly the same values; returns (bytes before, bytes after).
+    Nothing else in the file changes."""
+    text = path.read_text()
+    run = json.loads(text)
+    old = run["client"]["detail_npz_b64"]
+    detail = unpack_detail(old)
+    new = pack_detail(detail)
+    if unpack_detail(new) != detail:
+        raise ValueError(f"{path}: repacked arrays differ from the original; file left as it was")
+    if new == old:
+        return len(text), len(text)
+    run["client"]["detail_npz_b64"] = new
+    indent = 1 if text.startswith("{\n") else None
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(run, indent=indent) + "\n")
+    os.replace(tmp, path)
+    return len(text), path.stat().st_size
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,3 +248,20 @@ class PeriodicSampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()
+
+
+def main(argv: list[str]) -> int:
+    """``python lab_metrics.py repack FILE...``: shrink older result files in place (lossless)."""
+    if len(argv) < 2 or argv[0] != "repack":
+        print("usage: python lab_metrics.py repack RESULT.json ...", file=sys.stderr)
+        return 2
+    before = after = 0
+    for name in argv[1:]:
+        old, new = repack_result_file(Path(name))
+        before, after = before + old, after + new
+    print(f"repacked {len(argv) - 1} file(s): {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

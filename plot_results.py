@@ -193,11 +193,17 @@ def task2_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+THROUGHPUT_SPREAD = "throughput run spread (%)"
+
+
 def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median over runs per (load, value), in the handout's columns."""
+    """Median over runs per (load, value), in the handout's columns, and the run-to-run spread
+    of throughput ((max - min) / median): a difference between budgets smaller than it is noise."""
     columns = list(TASK2_METRICS) + [THROUGHPUT]
     grouped = runs.groupby(["rate", "max_num_batched_tokens"], sort=True)
     table = grouped[columns].median().round(2)
+    spread = grouped[THROUGHPUT].agg(lambda v: (v.max() - v.min()) / v.median() * 100)
+    table[THROUGHPUT_SPREAD] = spread.round(1)
     table["runs"] = grouped.size()
     return table.reset_index()
 
@@ -281,7 +287,8 @@ def task2_section(results_dir: Path) -> str:
 # Task 3
 # --------------------------------------------------------------------------------------------
 STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
-                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first"}
+                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first",
+                   "deadline": "Strategy D: deadline-aware (C + on-time first)"}
 
 
 def strategy_label(name: str) -> str:
@@ -515,8 +522,10 @@ def slo_target_check(medians: pd.DataFrame, challenger: str = "slo",
     return pd.DataFrame(rows)
 
 
-def plot_slo(medians: pd.DataFrame, slo: str, figures: Path) -> list[Path]:
-    """Attainment and goodput vs rate; P99 TTFT vs P99 ITL across strategies (one point a rate)."""
+def plot_slo(medians: pd.DataFrame, slo: str, figures: Path, prefix: str = "slo",
+             budgets: pd.DataFrame | None = None) -> list[Path]:
+    """Attainment and goodput vs rate; P99 TTFT vs P99 ITL across strategies (one point a rate)
+    and, beside it when Task 2 results exist, across token budgets (the default scheduler)."""
     figures.mkdir(parents=True, exist_ok=True)
     fig, (ax_att, ax_good) = plt.subplots(1, 2, figsize=(11, 4))
     for tag, part in medians.groupby("strategy", sort=False):
@@ -533,57 +542,109 @@ def plot_slo(medians: pd.DataFrame, slo: str, figures: Path) -> list[Path]:
     ax_good.legend(fontsize=8)
     fig.suptitle(f"SLO {slo}: attainment and goodput vs rate (first 10% of requests dropped)")
     fig.tight_layout()
-    attainment = figures / "slo_attainment_goodput.png"
+    attainment = figures / f"{prefix}_attainment_goodput.png"
     fig.savefig(attainment, dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    panels = 2 if budgets is not None and not budgets.empty else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 5), squeeze=False)
+    ax = axes[0][0]
     for tag, part in medians.groupby("strategy", sort=False):
         ax.plot(part["ITL P99 (ms)"], part["TTFT P99 (ms)"], marker="o", label=variant_label(tag))
         for _, row in part.iterrows():
             ax.annotate(f"{row['rate']:g}", (row["ITL P99 (ms)"], row["TTFT P99 (ms)"]),
                         textcoords="offset points", xytext=(4, 3), fontsize=7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("ITL P99 (ms, log scale)")
-    ax.set_ylabel("TTFT P99 (ms, log scale)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("P99 TTFT vs P99 ITL (labels: request rate)")
+    ax.set_title("strategies (labels: request rate)")
+    if panels == 2:
+        ax_b = axes[0][1]
+        for rate, part in budgets.groupby("rate", sort=False):
+            part = part.sort_values("max_num_batched_tokens")
+            ax_b.plot(part["ITL P99 (ms)"], part["TTFT P99 (ms)"], marker="s", label=load_label(rate))
+            for _, row in part.iterrows():
+                ax_b.annotate(f"{row['max_num_batched_tokens']}", (row["ITL P99 (ms)"], row["TTFT P99 (ms)"]),
+                              textcoords="offset points", xytext=(4, 3), fontsize=7)
+        ax_b.set_title("vLLM default, Task 2 (labels: max_num_batched_tokens)")
+    for ax in axes[0]:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("ITL P99 (ms, log scale)")
+        ax.set_ylabel("TTFT P99 (ms, log scale)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("P99 TTFT vs P99 ITL: lower left is better")
     fig.tight_layout()
-    tradeoff = figures / "slo_tradeoff.png"
+    tradeoff = figures / f"{prefix}_tradeoff.png"
     fig.savefig(tradeoff, dpi=120)
     plt.close(fig)
     return [attainment, tradeoff]
 
 
-def slo_section(results_dir: Path) -> str:
-    folder = results_dir / "slo"
-    loaded = load_runs(folder)
+def unpaired_runs(loaded: list[dict[str, Any]]) -> int:
+    """Runs that may have had a busy neighbour: another vLLM server on the host (or, for files
+    from before the ``host`` block, a host with several GPUs) and no lockstep. What ran beside
+    them differed between strategies, so their comparison carries that difference too."""
+    count = 0
+    for run in loaded:
+        host = run.get("host")
+        lockstep = (host or {}).get("lockstep") or {}
+        if lockstep.get("all_met"):
+            continue
+        if host is None:
+            gpus = ((run.get("meta") or {}).get("gpu") or {}).get("count") or 1
+            slots = (run["config"].get("parallel_gpu_slots") or "").split()
+            count += gpus > 1 or len(slots) > 1
+        else:
+            count += any((host.get(when) or {}).get("other_vllm_servers", 0) > 0
+                         for when in ("before", "after"))
+    return count
+
+
+SLO_FOLDERS = {"slo": "SLO study: attainment and goodput vs request rate",
+               "slo_pilot": "SLO pilot study (first session, not in lockstep)"}
+SLO_CHALLENGERS = ("deadline", "slo")
+
+
+def slo_section(results_dir: Path, folder_name: str = "slo") -> str:
+    """One SLO study's tables, target checks and figures (files prefixed with the folder name)."""
+    title = SLO_FOLDERS.get(folder_name, folder_name)
+    loaded = load_runs(results_dir / folder_name)
     if not loaded:
-        return "## SLO study\n\nNo SLO-study results yet (run `bash slo_study.sh`).\n"
+        return f"## {title}\n\nNo results yet (run `bash slo_study.sh`).\n"
     runs = slo_runs(loaded)
-    runs.to_csv(results_dir / "slo_runs.csv", index=False)
+    runs.to_csv(results_dir / f"{folder_name}_runs.csv", index=False)
     medians = slo_medians(runs)
     slo = _distinct(list(runs["slo"]))
     example = loaded[0]
-    lines = ["## SLO study: attainment and goodput vs request rate", "",
+    lines = [f"## {title}", "",
              f"SLO per request: `{slo}` (TTFT and mean TPOT in ms). Attainment = share of kept "
              "requests meeting it (failed requests miss it); goodput = those requests per second "
              "of the run's span. First 10% of requests dropped. Server flags: "
              f"`{example['config'].get('server_args')}`; bench flags: "
-             f"`{example['config'].get('bench_args')}`. Per-run values in `slo_runs.csv`.", "",
+             f"`{example['config'].get('bench_args')}`. Per-run values in `{folder_name}_runs.csv`.", "",
              provenance_line([run.get("meta") for run in loaded]), ""]
+    unpaired = unpaired_runs(loaded)
+    if unpaired:
+        lines += [f"Caution: {unpaired} of {len(loaded)} runs ran while another server worked on "
+                  "the other GPU of the same host, not in lockstep, so strategies met different "
+                  "neighbours (README: \"Measurement noise\"). Differences between strategies "
+                  "here mix the policy with that.", ""]
     shown = medians.copy()
     shown.insert(0, "strategy", shown.pop("strategy").map(variant_label))
     shown["attainment"] = shown["attainment"].map(lambda v: f"{v:.1%}")
     lines += [shown.round(2).to_markdown(index=False), ""]
-    check = slo_target_check(medians)
-    if not check.empty:
-        lines += ["Target check (Strategy C against the default; goodput ratio >= 1.2 and "
-                  "throughput ratio >= 0.95 wanted; at the first point the ratio is at most "
-                  "1 / 0.9 = 1.11 by construction):", "", check.round(3).to_markdown(index=False), ""]
-    figures = plot_slo(medians, slo, results_dir / "figures")
+    for challenger in SLO_CHALLENGERS:
+        check = slo_target_check(medians, challenger=challenger)
+        if not check.empty:
+            lines += [f"Target check ({strategy_label(challenger)} against the default; goodput "
+                      "ratio >= 1.2 and throughput ratio >= 0.95 wanted; at the first point the "
+                      "ratio is at most 1 / 0.9 = 1.11 by construction):", "",
+                      check.round(3).to_markdown(index=False), ""]
+    budget_runs = task2_runs(load_runs(results_dir / "task2"))
+    budgets = None
+    if not budget_runs.empty:
+        budgets = task2_table(budget_runs)
+        budgets = budgets[budgets["rate"] != "inf"]
+    figures = plot_slo(medians, slo, results_dir / "figures", folder_name, budgets)
     lines += [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
     return "\n".join(lines)
 
@@ -599,7 +660,9 @@ def main(argv: list[str]) -> int:
         parser.error(f"{args.results} is not a folder")
     text = "# Lab 3 results\n\nGenerated by `plot_results.py` from the JSON files in this folder.\n\n"
     text += "\n".join([task1_section(args.results), task2_section(args.results),
-                       task3_section(args.results), slo_section(args.results)])
+                       task3_section(args.results)]
+                      + [slo_section(args.results, name) for name in SLO_FOLDERS
+                         if name == "slo" or (args.results / name).is_dir()])
     out = args.results / "tables.md"
     out.write_text(text)
     print(f"wrote {out}")

@@ -28,7 +28,11 @@ import pandas as pd
 
 from plot_results import (
     MIB,
+    SLO_CHALLENGERS,
+    SLO_FOLDERS,
+    SLO_TARGET_ATTAINMENT,
     THROUGHPUT,
+    THROUGHPUT_SPREAD,
     _rate_order,
     _strategy_order,
     _run_detail,
@@ -39,6 +43,9 @@ from plot_results import (
     meta_field,
     provenance_line,
     server_flag,
+    slo_medians,
+    slo_runs,
+    slo_target_check,
     strategy_label,
     task1_table,
     task2_runs,
@@ -46,6 +53,8 @@ from plot_results import (
     task3_runs,
     task3_table,
     ttft_by_prompt_length,
+    unpaired_runs,
+    variant_label,
 )
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's suggested Task 2 grid
@@ -55,6 +64,7 @@ CHAT_ITL_TOLERANCE = 0.10  # chat rule: ITL P99 within 10% of the best budget's
 SLOW_TTFT_MS = 200.0  # Spearman check: only requests that actually queued
 REGENERATE = "`.venv/bin/python plot_results.py --pdf`"
 
+NOISE_FACTOR = 0.5  # budgets "not separated" when the run spread is over half their range
 STRATEGY_MOTIVATION = {
     "prefill-first": "Strategy A (the handout's mandatory one): while any prefill work is pending, "
                      "a step holds only prefills; otherwise only decodes. It should cut TTFT "
@@ -165,23 +175,28 @@ def md_inline(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 @dataclass
 class Results:
-    """Everything the report reads: Task 1's file and the Task 2/3 run files."""
+    """Everything the report reads: Task 1's file, the Task 2/3 run files and the SLO studies'
+    (by folder name, those with runs only)."""
 
     folder: Path
     task1: dict[str, Any] | None
     task2: list[dict[str, Any]]
     task3: list[dict[str, Any]]
+    slo: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, folder: Path) -> Results:
         task1 = load_json(folder / "task1.json")
+        studies = {name: load_runs(folder / name) for name in SLO_FOLDERS}
         return cls(folder, task1 if task1 and task1.get("methods") else None,
-                   load_runs(folder / "task2"), load_runs(folder / "task3"))
+                   load_runs(folder / "task2"), load_runs(folder / "task3"),
+                   {name: runs for name, runs in studies.items() if runs})
 
     def newest_date(self) -> datetime | None:
         """The latest ``date_utc`` of any result: the PDF's creation date, so that regenerating
         the report from unchanged results gives the same bytes."""
-        metas = self.task1_metas() + [r.get("meta") or {} for r in self.task2 + self.task3]
+        slo_runs_ = [r for runs in self.slo.values() for r in runs]
+        metas = self.task1_metas() + [r.get("meta") or {} for r in self.task2 + self.task3 + slo_runs_]
         dates = [datetime.fromisoformat(m["date_utc"]) for m in metas if m.get("date_utc")]
         return max(dates) if dates else None
 
@@ -447,6 +462,12 @@ def task2_facts(res: Results, table_: pd.DataFrame) -> list[str]:
             line += (f" Expected: TTFT falls and ITL rises with the budget. Measured (P50): TTFT "
                      f"{t} ({'as expected' if t == 'falls' else 'not as expected'}), ITL {i} "
                      f"({'as expected' if i == 'rises' else 'not as expected'}).")
+        if len(part) > 2:
+            budgets_ = list(part["max_num_batched_tokens"])
+            rhos = ", ".join(f"{c.replace(' (ms)', '')} {spearman(budgets_, list(part[c])):+.2f}"
+                             for c in ("TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)", "ITL P99 (ms)"))
+            line += (f" Rank correlation with the budget (Spearman, +1 = rises with it at every "
+                     f"step): {rhos}.")
         facts.append(line)
     budgets = sorted(int(b) for b in table_["max_num_batched_tokens"].unique())
     if input_len and budgets and int(input_len) <= budgets[0]:
@@ -469,6 +490,8 @@ def task2_facts(res: Results, table_: pd.DataFrame) -> list[str]:
                     + ", ".join(f"{tok_s(v)} at {b}" for b, v in zip(part["max_num_batched_tokens"], values))
                     + f". Saturation rule: the smallest budget within {SATURATION_TOLERANCE:.0%} of "
                     f"the best median ({tok_s(best)}) is {sat}.")
+            if len(part) > 1 and part["runs"].min() > 1 and not budgets_separated(part)[0]:
+                line += " Not resolved, though: the run-to-run spread below is as large as these differences."
             if sat == budgets[0]:
                 line += (" That is the smallest budget measured, so throughput is already saturated "
                          "there; where it starts to saturate below it is not measured.")
@@ -480,6 +503,7 @@ def task2_facts(res: Results, table_: pd.DataFrame) -> list[str]:
                          + ", ".join(f"{v / offered:.1%} of it at {b}"
                                      for b, v in zip(part["max_num_batched_tokens"], values))
                          + ": the server keeps up at every budget, so this load shows latency, not capacity.")
+    facts += task2_noise_facts(res, table_)
     rate = chat_rate(rates)
     if rate is not None:
         part = table_[table_["rate"] == rate]
@@ -495,9 +519,68 @@ def task2_facts(res: Results, table_: pd.DataFrame) -> list[str]:
                 f"{b} (ITL P99 {ms(part[part['max_num_batched_tokens'] == b].iloc[0]['ITL P99 (ms)'])})"
                 for b in excluded) + "."
         line += f" Chosen among the measured budgets only ({budgets_text(budgets)})."
+        runs = task2_runs(res.task2)
+        mine = runs[(runs["rate"] == rate) & (runs["max_num_batched_tokens"] == choice)]["ITL P99 (ms)"]
+        if len(mine) > 1 and (mine.max() - mine.min()) / mine.median() > CHAT_ITL_TOLERANCE:
+            line += (f" Its own runs' ITL P99 were {', '.join(ms(v) for v in mine)}: a spread over "
+                     f"the {CHAT_ITL_TOLERANCE:.0%} tolerance, so the pick rests on noise as much as "
+                     "on the budget; the steadier signal is the rank correlation of ITL P99 with the "
+                     "budget above (smaller budgets, lower ITL tail).")
         facts.append(line)
     else:
         facts.append("No finite-rate results: the chat recommendation needs a realistic load.")
+    return facts
+
+
+def budgets_separated(part: pd.DataFrame) -> tuple[bool, float, float]:
+    """Whether the budgets' median throughputs differ by more than run-to-run noise: the range of
+    the medians (as % of their mean) against the largest run spread of any one budget."""
+    medians = part[THROUGHPUT]
+    between = float((medians.max() - medians.min()) / medians.mean() * 100)
+    within = float(part[THROUGHPUT_SPREAD].max())
+    return within < NOISE_FACTOR * between, between, within
+
+
+def host_conditions(runs: list[dict[str, Any]]) -> str:
+    """Where the runs were measured: alone on a 1-GPU host, in lockstep, or beside other work."""
+    kinds: dict[str, set[int]] = {}
+    for run in runs:
+        budget = server_flag(run["config"].get("server_args", ""), "--max-num-batched-tokens")
+        gpus = ((run.get("meta") or {}).get("gpu") or {}).get("count") or 1
+        host = run.get("host")
+        if gpus == 1:
+            kind = "alone on a 1-GPU host"
+        elif host is None:
+            kind = f"on a {gpus}-GPU host, with the other GPU's activity unrecorded"
+        elif (host.get("lockstep") or {}).get("all_met"):
+            kind = f"on a {gpus}-GPU host in lockstep with its wave"
+        elif any((host.get(w) or {}).get("other_vllm_servers", 0) for w in ("before", "after")):
+            kind = f"on a {gpus}-GPU host beside another server, not in lockstep"
+        else:
+            kind = f"alone on a {gpus}-GPU host"
+        kinds.setdefault(kind, set()).add(int(budget) if budget else -1)
+    return "; ".join(f"{kind}: {budgets_text(sorted(b))}" for kind, b in sorted(kinds.items()))
+
+
+def task2_noise_facts(res: Results, table_: pd.DataFrame) -> list[str]:
+    """Run-to-run spread against the differences between budgets, and where runs were made."""
+    facts = []
+    for rate in sorted(table_["rate"].unique(), key=_rate_order):
+        part = table_[table_["rate"] == rate].sort_values("max_num_batched_tokens")
+        if len(part) < 2 or part["runs"].min() < 2:
+            continue
+        separated, between, within = budgets_separated(part)
+        spreads = ", ".join(f"{s:.0f}% at {b}" for b, s in
+                            zip(part["max_num_batched_tokens"], part[THROUGHPUT_SPREAD]))
+        line = (f"Run-to-run throughput spread ((max - min) / median) at {load_label(rate)}: "
+                f"{spreads}; the budgets' medians span {between:.0f}%. ")
+        line += ("The differences between budgets are larger than the noise." if separated else
+                 "The largest spread is over half the span between budgets, so two runs do not "
+                 "separate the budgets' throughput at this load: read the differences as noise.")
+        facts.append(line)
+    facts.append("Measured " + host_conditions(res.task2) + ". On one host, servers share the "
+                 "CPUs, and at rate inf the API server and the client are CPU-bound (README: "
+                 "\"Measurement noise\").")
     return facts
 
 
@@ -761,6 +844,104 @@ def task3_section(res: Results) -> list[Block]:
 # --------------------------------------------------------------------------------------------
 # 5 Summary
 # --------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------
+# 5 Beyond the handout: SLO attainment and goodput
+# --------------------------------------------------------------------------------------------
+SLO_MOTIVATION = (
+    "Two SLO-aware strategies of our own. Strategy C keeps A's prefill-first rule but bounds how "
+    "long a decoding request may wait for its next token (30 ms by default): A's ITL tail without "
+    "losing its TTFT gain. Strategy D is C plus deadline-aware admission: waiting requests that "
+    "can still meet the TTFT target go before those already past it, since under a backlog FCFS "
+    "makes every later request late; the late ones are served when no on-time request waits, or "
+    "after 10 s. The study offers each strategy the same load at rising rates and counts the "
+    "requests that meet TTFT and mean TPOT targets (attainment) and their rate (goodput).")
+
+
+def highest_rate_meeting(medians: pd.DataFrame, tag: str) -> float | None:
+    part = medians[(medians["strategy"] == tag) & (medians["attainment"] >= SLO_TARGET_ATTAINMENT)]
+    return float(part["rate"].max()) if not part.empty else None
+
+
+def slo_facts(medians: pd.DataFrame) -> list[str]:
+    """Per strategy: the highest rate at >= 90% attainment, and goodput against the default."""
+    facts = []
+    base = medians[medians["strategy"] == "default"].set_index("rate")
+    for tag in medians["strategy"].unique():
+        part = medians[medians["strategy"] == tag].set_index("rate")
+        top = highest_rate_meeting(medians, tag)
+        line = (f"{variant_label(tag)}: meets the SLO for at least {SLO_TARGET_ATTAINMENT:.0%} of "
+                + (f"requests up to {top:g} req/s" if top is not None else "requests at no measured rate"))
+        if tag != "default" and not base.empty:
+            shared = [r for r in part.index if r in base.index]
+            line += "; goodput against the default: " + ", ".join(
+                f"{factor(ratio(part.at[r, 'goodput (req/s)'], base.at[r, 'goodput (req/s)']))} at {r:g}"
+                for r in shared)
+        facts.append(line + ".")
+    return facts
+
+
+def slo_study_blocks(res: Results, name: str) -> list[Block]:
+    runs_ = res.slo[name]
+    runs = slo_runs(runs_)
+    medians = slo_medians(runs)
+    cfg = runs_[0]["config"]
+    blocks = [heading(SLO_FOLDERS[name], 3),
+              para(f"SLO `{cfg.get('goodput') or 'ttft:500 tpot:50'}` (TTFT and mean TPOT per "
+                   f"request, ms); server flags `{cfg.get('server_args', '').strip()}`; bench "
+                   f"flags `{cfg.get('bench_args')}`; first 10% of requests dropped; median over "
+                   f"runs. {provenance_line([r.get('meta') for r in runs_])}.")]
+    unpaired = unpaired_runs(runs_)
+    if unpaired:
+        blocks.append(para(f"Caution: {unpaired} of {len(runs_)} runs had another server working "
+                           "on the same host without lockstep, and what that neighbour did "
+                           "differed between strategies. The pilot's differences between "
+                           "strategies mix the policy with that (README: \"Measurement noise\")."))
+    shown = medians[["strategy", "rate", "attainment", "goodput (req/s)", "TTFT P99 (ms)",
+                     "ITL P99 (ms)", THROUGHPUT, "runs"]].copy()
+    shown["strategy"] = shown["strategy"].map(variant_label)
+    shown["attainment"] = shown["attainment"].map(lambda v: f"{v:.1%}")
+    blocks.append(table(shown.round(2), widths=(3.2, 0.8, 1.1, 1.1, 1.1, 1.1, 1.2, 0.7)))
+    for challenger in SLO_CHALLENGERS:
+        check = slo_target_check(medians, challenger=challenger)
+        if not check.empty:
+            blocks += [para(f"Target check, {strategy_label(challenger)} against the default "
+                            "(wanted: goodput ratio >= 1.2 and throughput ratio >= 0.95 at both "
+                            "points; at the first the ratio cannot exceed 1 / 0.9 = 1.11):"),
+                       table(check.round(3))]
+    blocks += [image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate"),
+               image(res.folder, f"{name}_tradeoff.png", "P99 TTFT vs P99 ITL"),
+               bullets(slo_facts(medians))]
+    return blocks
+
+
+def slo_section(res: Results) -> list[Block]:
+    blocks = [heading("5 Beyond the handout: SLO attainment and goodput"), para(SLO_MOTIVATION)]
+    if not res.slo:
+        return blocks + [para("No SLO-study results (`results/slo/` is missing or empty): run "
+                              "`bash slo_study.sh`.")]
+    if "slo" not in res.slo:
+        blocks.append(para("Only the pilot study has results; the study proper (strategies in "
+                           "lockstep, 2 runs per point, with Strategy D) is still to run: "
+                           "`bash slo_study.sh --offline --gpus \"0 1\"`."))
+    for name in SLO_FOLDERS:
+        if name in res.slo:
+            blocks += slo_study_blocks(res, name)
+    return blocks
+
+
+def slo_summary(res: Results) -> list[str]:
+    items = []
+    for name, runs_ in res.slo.items():
+        medians = slo_medians(slo_runs(runs_))
+        tops = ", ".join(f"{variant_label(t)} {r:g}" if (r := highest_rate_meeting(medians, t)) is not None
+                         else f"{variant_label(t)} none" for t in medians["strategy"].unique())
+        line = f"{SLO_FOLDERS[name]}: highest rate (req/s) at >= 90% SLO attainment: {tops}"
+        if unpaired_runs(runs_):
+            line += "; not in lockstep, so these differences are not yet attributable to the policies"
+        items.append(line + ".")
+    return items
+
+
 def summary_section(res: Results) -> list[Block]:
     """A few sentences, each built from a number computed in the sections above."""
     items = []
@@ -786,10 +967,18 @@ def summary_section(res: Results) -> list[Block]:
         line = f"Task 2 (budgets {budgets_text(present)} measured"
         missing = [b for b in HANDOUT_BUDGETS if b not in present]
         line += f"; {budgets_text(missing)} missing)" if missing else ")"
-        inf = table_[table_["rate"] == "inf"]
+        inf = table_[table_["rate"] == "inf"].sort_values("max_num_batched_tokens")
         if not inf.empty:
-            sat, best = saturation_budget(inf)
-            line += f": throughput saturates by budget {sat} ({tok_s(best)} best)"
+            separated, between, within = (budgets_separated(inf) if len(inf) > 1 and inf["runs"].min() > 1
+                                          else (True, 0.0, 0.0))
+            if separated:
+                sat, best = saturation_budget(inf)
+                line += f": throughput saturates by budget {sat} ({tok_s(best)} best)"
+            else:
+                line += (f": at rate inf the budgets' median throughputs "
+                         f"({tok_s(inf[THROUGHPUT].min())} to {tok_s(inf[THROUGHPUT].max())}) "
+                         f"differ less than runs of one budget do (spread up to {within:.0f}%), "
+                         "so no saturation budget is resolved")
         rate = chat_rate(list(table_["rate"].unique()))
         if rate is not None:
             choice, _ = chat_budget(table_[table_["rate"] == rate])
@@ -841,7 +1030,8 @@ def summary_section(res: Results) -> list[Block]:
                          "separate policy effects from run-to-run variance.")
     else:
         items.append("Task 3: no results.")
-    return [heading("5 Summary"), bullets(items)]
+    items += slo_summary(res)
+    return [heading("6 Summary"), bullets(items)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -853,7 +1043,7 @@ def build_report(res: Results) -> list[Block]:
                  "file. Tables and per-run values: `tables.md`, `task2_runs.csv`, `task3_runs.csv`.")
     return ([heading("Lab 3 report: prefill/decode scheduling in vLLM", 1), intro]
             + environment_section(res) + task1_section(res) + task2_section(res)
-            + task3_section(res) + summary_section(res))
+            + task3_section(res) + slo_section(res) + summary_section(res))
 
 
 def _cell(value: Any) -> str:

@@ -218,7 +218,8 @@ def bench(waiting: int, running: int, repeats: int,
                ("KVPeakRecorder", my_scheduler.KVPeakRecorder),
                ("StepExclusivePrefillFirstScheduler", my_scheduler.StepExclusivePrefillFirstScheduler),
                ("SJFScheduler", my_scheduler.SJFScheduler),
-               ("StallBoundedPrefillFirstScheduler", my_scheduler.StallBoundedPrefillFirstScheduler)]
+               ("StallBoundedPrefillFirstScheduler", my_scheduler.StallBoundedPrefillFirstScheduler),
+               ("DeadlineAwareScheduler", my_scheduler.DeadlineAwareScheduler)]
     rows = []
     for name, cls in classes:
         sched = _loaded_scheduler(cls, waiting, running, max_num_seqs or running, seed=0)

@@ -21,12 +21,22 @@ that endpoint), polls ``/metrics`` in the background (peak ``vllm:kv_cache_usage
 running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark client;
 stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
 
-Result file schema (``schema_version`` 1): ``meta`` (provenance), ``config`` (every knob: server
-and bench commands, scheduler, rate, workload, run index), ``client`` (what ``vllm bench serve``
+Result file schema (``schema_version`` 2): ``meta`` (provenance), ``config`` (every knob: server
+and bench commands, scheduler, rate, workload, run index), ``host`` (load average and other vLLM
+servers on the host before and after the run, and the lockstep partners, if any: what else
+competed for the host's CPUs), ``client`` (what ``vllm bench serve``
 saved, with the per-request arrays packed by ``lab_metrics.pack_detail`` under ``detail_npz_b64``),
 ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity; for this project's schedulers the recorder's
 counters for this run and its cumulative statistics), ``summary`` (``lab_metrics.summarize``
-after dropping the first 10% of requests as warm-up).
+after dropping the first 10% of requests as warm-up). Version 1 files lack ``host``.
+
+Lockstep (``--sync-dir DIR --sync-parties N``): configurations that run at the same time on
+different GPUs of one host share its CPUs, and a vLLM server's front end is CPU-bound at these
+rates, so a run measured next to a busy neighbour is slower than one measured alone. With these
+flags each run waits until all N configurations are ready for the same run (same workload, rate
+and run index) and they start together, so strategies compared within a wave saw the same
+neighbour. A configuration marks the runs it skips (already done) and its departure, so no one
+waits for it; after ``--sync-timeout`` seconds a run starts anyway and records that it did.
 
 Environment: ``LAB3_SERVE_CMD`` and ``LAB3_BENCH_CMD`` replace the two commands (default:
 ``vllm serve`` and ``vllm bench serve`` with the ``vllm`` command beside this interpreter, else
@@ -61,7 +71,7 @@ from lab_metrics import DETAIL_KEYS, PeriodicSampler, pack_detail, summarize  # 
 from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from provenance import collect_meta, write_json_atomic  # noqa: E402
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: "host" block (load, other servers, lockstep)
 LOG_TAIL_LINES = 40
 
 
@@ -108,6 +118,72 @@ def live_group_members(pgid: int) -> list[int]:
         if group == pgid and state != "Z":
             members.append(int(entry.name))
     return members
+
+
+def other_vllm_servers(own_pgid: int | None) -> int:
+    """Live ``vllm serve`` / OpenAI API-server process groups on this host other than ours."""
+    groups = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" or int(fields[2]) == own_pgid:
+            continue
+        words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
+        is_serve = "serve" in words and any(w == "vllm" for w in words)
+        if is_serve or "vllm.entrypoints.openai.api_server" in words:
+            groups.add(int(fields[2]))
+    return len(groups)
+
+
+def host_activity(own_pgid: int | None) -> dict[str, float]:
+    """What else loads the host's CPUs now: 1-minute load average and other vLLM servers."""
+    return {"loadavg_1m": round(os.getloadavg()[0], 2),
+            "other_vllm_servers": other_vllm_servers(own_pgid)}
+
+
+class LockstepBarrier:
+    """Starts the same run of N configurations together (see "Lockstep" in the module doc).
+
+    Files only, in a folder all parties share: ``<dir>/<run key>/<tag>`` says "ready for that
+    run", ``<dir>/left/<tag>`` says "gone, wait no more for me".
+    """
+
+    def __init__(self, folder: Path, parties: int, tag: str, timeout_s: float) -> None:
+        self.folder, self.parties, self.tag, self.timeout_s = folder, parties, tag, timeout_s
+        (folder / "left").mkdir(parents=True, exist_ok=True)
+
+    def _mark(self, key: str) -> None:
+        (self.folder / key).mkdir(parents=True, exist_ok=True)
+        (self.folder / key / self.tag).touch()
+
+    def skip(self, key: str) -> None:
+        """A run this configuration will not do (its result exists): nobody waits for it."""
+        self._mark(key)
+
+    def wait(self, key: str) -> dict[str, Any]:
+        """Ready for run ``key``; returns who was there and whether all N met in time."""
+        self._mark(key)
+        start = time.monotonic()
+        while True:
+            ready = {p.name for p in (self.folder / key).iterdir()}
+            gone = {p.name for p in (self.folder / "left").iterdir()} - ready
+            if len(ready | gone) >= self.parties:
+                met = len(ready) >= self.parties
+                break
+            if time.monotonic() - start > self.timeout_s:
+                met = False
+                break
+            time.sleep(0.2)
+        return {"parties": self.parties, "ready": sorted(ready), "left_before": sorted(gone),
+                "all_met": met, "waited_s": round(time.monotonic() - start, 1)}
+
+    def leave(self) -> None:
+        (self.folder / "left" / self.tag).touch()
 
 
 @dataclass(frozen=True)
@@ -189,8 +265,10 @@ class Server:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.log_path, "w")
-        handle.write(f"$ {shlex.join(self.command)}\n")
+        # Appended to: a resumed sweep restarts the server, and the first start's log stays.
+        handle = open(self.log_path, "a")
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        handle.write(f"# ---- server started {started} ----\n$ {shlex.join(self.command)}\n")
         handle.flush()
         self.process = subprocess.Popen(self.command, stdout=handle, stderr=subprocess.STDOUT,
                                         env=self.env, start_new_session=True, cwd=ROOT)
@@ -426,7 +504,7 @@ def run_bench(command: list[str], log_path: Path, env: dict[str, str]) -> None:
 def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, server: Server,
                    bench_cmd: list[str], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
-                   scheduler_cls: str) -> dict[str, Any]:
+                   scheduler_cls: str, host: dict[str, Any]) -> dict[str, Any]:
     detail = {k: client[k] for k in DETAIL_KEYS}
     client_scalars = {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)}
     weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
@@ -445,6 +523,7 @@ def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, se
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "parallel_gpu_slots": os.environ.get("LAB3_GPU_SLOTS") or None,
         },
+        "host": host,
         "client": client_scalars | {"detail_npz_b64": pack_detail(detail)},
         "engine": {"metrics": metrics,
                    "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
@@ -467,7 +546,30 @@ def pending_runs(args: argparse.Namespace) -> list[tuple[Load, str, int, Path]]:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    from my_scheduler import STATS_ENV, resolve_strategy
+    """Check, skip what is done, then serve and bench; lockstep partners are never left waiting:
+    the runs skipped and this configuration's departure (error included) are marked."""
+    barrier = (LockstepBarrier(args.sync_dir, args.sync_parties, args.tag, args.sync_timeout)
+               if args.sync_dir and not args.dry_run else None)
+    try:
+        scheduler_cls = checked_scheduler_cls(args)
+        todo = pending_runs(args)
+        if barrier is not None:
+            pending = {run_key(load, rate, run) for load, rate, run, _ in todo}
+            for key in all_run_keys(args):
+                if key not in pending:
+                    barrier.skip(key)
+        if not todo:
+            log(f"{args.tag}: nothing to do")
+            return 0
+        return serve_and_bench(args, scheduler_cls, todo, barrier)
+    finally:
+        if barrier is not None:
+            barrier.leave()
+
+
+def checked_scheduler_cls(args: argparse.Namespace) -> str:
+    """The ``--scheduler-cls`` value; fails on an unknown strategy or a busy ``--port``."""
+    from my_scheduler import resolve_strategy
 
     try:
         scheduler_cls = resolve_strategy(args.scheduler)
@@ -476,10 +578,25 @@ def run_config(args: argparse.Namespace) -> int:
     if args.port and port_is_busy(args.port):
         raise HarnessError(f"port {args.port} is busy: another server is listening there "
                            "(stop it, or pass --port 0 for a free one)")
-    todo = pending_runs(args)
-    if not todo:
-        log(f"{args.tag}: nothing to do")
-        return 0
+    return scheduler_cls
+
+
+def run_key(load: Load, rate: str, run: int) -> str:
+    """Names one run independently of the configuration: what lockstep partners share."""
+    return f"{load.name or 'load'}_rate-{rate_label(rate)}_run-{run}"
+
+
+def all_run_keys(args: argparse.Namespace) -> list[str]:
+    return [run_key(load, rate, run) for load in args.loads for rate in load.rates
+            for run in range(1, args.runs + 1)]
+
+
+def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
+                    todo: list[tuple[Load, str, int, Path]],
+                    barrier: LockstepBarrier | None) -> int:
+    """Start the server, do every pending run, always stop the server."""
+    from my_scheduler import STATS_ENV
+
     model = resolve_model(args.model)
     port = args.port or free_port()
     logs = args.out_dir / "logs"
@@ -493,6 +610,8 @@ def run_config(args: argparse.Namespace) -> int:
                     logs / f"{args.tag}_server.log", port)
     if args.dry_run:
         log(f"would start: {shlex.join(server.command)}")
+        if args.sync_dir:
+            log(f"lockstep: {args.sync_dir} ({args.sync_parties} parties)")
         for load, rate, run, path in todo:
             cmd = build_bench_command(args, model, server.base_url, rate, load, work, "raw.json")
             log(f"would run ({path.name}): {shlex.join(cmd)}")
@@ -514,15 +633,23 @@ def run_config(args: argparse.Namespace) -> int:
             bench_cmd = build_bench_command(args, model, server.base_url, rate, load, work, raw)
             server.reset_prefix_cache()
             stats_before = read_stats(stats_path)
+            lockstep = None
+            if barrier is not None:
+                lockstep = barrier.wait(run_key(load, rate, run))
+                if not lockstep["all_met"]:
+                    log(f"{args.tag}: lockstep partners not ready after {lockstep['waited_s']} s; "
+                        "this run starts alone (recorded in its file)")
+            host = {"before": host_activity(server.process.pid), "lockstep": lockstep}
             with MetricsPoller(f"{server.base_url}/metrics") as poller:
                 run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env)
+            host["after"] = host_activity(server.process.pid)
             if not server.alive():
                 raise server.died("during the benchmark")
             time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
             client = json.loads((work / raw).read_text())
             result = compose_result(args, load, rate, run, server, bench_cmd, client,
                                     poller.report(bytes_per_token), stats_before,
-                                    read_stats(stats_path), scheduler_cls)
+                                    read_stats(stats_path), scheduler_cls, host)
             write_json_atomic(path, result)
             s = result["summary"]
             log(f"{args.tag}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, p99 {s['ttft_ms']['p99']:.1f} ms; "
@@ -561,6 +688,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--startup-timeout", type=float, default=900.0)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--sync-dir", type=Path, default=None,
+                        help="lockstep folder shared with configurations on other GPUs")
+    parser.add_argument("--sync-parties", type=int, default=1,
+                        help="how many configurations run in lockstep (with --sync-dir)")
+    parser.add_argument("--sync-timeout", type=float, default=900.0,
+                        help="seconds a run waits for its lockstep partners, then starts alone")
     args = parser.parse_args(argv)
     args.argv = argv
     try:
@@ -570,6 +703,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(str(err))
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.sync_parties < 1:
+        parser.error("--sync-parties must be at least 1")
     if not 0 <= args.warmup_fraction < 1:
         parser.error("--warmup-fraction must be in [0, 1)")
     return args

@@ -7,6 +7,14 @@
 # GPU slots: with GPUS empty (the default) configurations run one after another on whatever GPU
 # the environment gives; with GPUS="0 1" two run at once, each with CUDA_VISIBLE_DEVICES set to
 # its own device (one server per GPU, e.g. on a 2-GPU host, to halve the wall time of a sweep).
+#
+# Lockstep: servers on one host share its CPUs, and at these rates a server's front end is
+# CPU-bound, so a run measured next to a busy neighbour is slower than one measured alone (the
+# first 2-GPU session showed it: see README). With several slots, configurations therefore run
+# in waves of one per slot, and the runs of a wave start together (serve_bench.py --sync-dir):
+# configurations compared within a wave saw the same neighbour. The calling script sets
+# LOCKSTEP_TOTAL (its number of configurations) before the first start_harness; LOCKSTEP=0
+# turns lockstep off.
 
 LAB3_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GPUS="${GPUS:-}"
@@ -24,6 +32,10 @@ EXTRA_HARNESS=()
 PLOT=1
 declare -A SLOT_PID=()
 FAILED_CONFIGS=0
+LOCKSTEP="${LOCKSTEP:-1}"
+LOCKSTEP_TOTAL=""
+HARNESS_INDEX=0
+SYNC_ROOT=""
 
 die() {
   echo "$(basename "$0"): $*" >&2
@@ -65,6 +77,7 @@ forward_signal() {
   for pid in "${SLOT_PID[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
+  [ -z "$SYNC_ROOT" ] || rm -rf "$SYNC_ROOT"
   echo "$(basename "$0"): interrupted; finished runs are kept, re-run to resume" >&2
   exit 130
 }
@@ -91,11 +104,33 @@ tag_of() {
   done
 }
 
+lockstep_on() {
+  # Lockstep applies: not turned off, several slots, and the script said how many configs.
+  local slots_list=($(slots))
+  [ "$LOCKSTEP" != 0 ] && [ "${#slots_list[@]}" -ge 2 ] && [ -n "$LOCKSTEP_TOTAL" ]
+}
+
+lockstep_args() {
+  # lockstep_args INDEX: the serve_bench.py flags that put configuration INDEX (0-based) into
+  # its wave: wave INDEX / slots, of size min(slots, configurations left).
+  local slots_list=($(slots)) n wave size
+  n=${#slots_list[@]}
+  wave=$(($1 / n))
+  size=$((LOCKSTEP_TOTAL - wave * n))
+  [ "$size" -le "$n" ] || size=$n
+  echo "--sync-dir $SYNC_ROOT/wave-$wave --sync-parties $size"
+}
+
 start_harness() {
   # start_harness ARGS...: one server configuration, on the first free slot (waits for one).
   trap 'forward_signal TERM' TERM
   trap 'forward_signal INT' INT
   local slot
+  if lockstep_on; then
+    [ -n "$SYNC_ROOT" ] || SYNC_ROOT="$(mktemp -d "${TMPDIR:-/tmp}/lab3-lockstep.XXXXXX")"
+    set -- "$@" $(lockstep_args "$HARNESS_INDEX")
+  fi
+  HARNESS_INDEX=$((HARNESS_INDEX + 1))
   while true; do
     for slot in $(slots); do
       if reap_slot "$slot"; then
@@ -121,6 +156,7 @@ wait_harnesses() {
     while ! reap_slot "$slot"; do sleep 1; done
   done
   trap - TERM INT
+  [ -z "$SYNC_ROOT" ] || rm -rf "$SYNC_ROOT"
   [ "$FAILED_CONFIGS" -eq 0 ]
 }
 

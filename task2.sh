@@ -50,6 +50,7 @@ parse_args() {
 main() {
   parse_args "$@"
   local values=($VALUES) i=0
+  LOCKSTEP_TOTAL=${#values[@]}
   for v in "${values[@]}"; do
     i=$((i + 1))
     echo "[task2] max_num_batched_tokens=$v ($i/${#values[@]}), rates $RATES, $RUNS run(s) each"

@@ -96,6 +96,7 @@ main() {
     esac
   done
   local strategies=($STRATEGIES) i=0
+  LOCKSTEP_TOTAL=${#strategies[@]}
   for s in "${strategies[@]}"; do
     i=$((i + 1))
     echo "[task3] strategy $s ($i/${#strategies[@]}): workloads $WORKLOADS; rates $RATE and $stress (stress)"

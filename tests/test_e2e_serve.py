@@ -82,6 +82,10 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
         assert data["meta"]["weights"].startswith("dummy")
         assert data["config"]["cuda_visible_devices"] in ("0", "1")
         assert data["config"]["parallel_gpu_slots"] == "0 1"
+        # Lockstep: both configurations started each run together, next to each other's server.
+        lockstep = data["host"]["lockstep"]
+        assert lockstep["all_met"] and lockstep["ready"] == ["mnbt-128", "mnbt-64"]
+        assert data["host"]["before"]["other_vllm_servers"] == 1
     tables = (tmp_path / "results" / "tables.md").read_text()
     assert "## Task 2" in tables and "|                       64 |" in tables
     for name in ("task2_A1_latency.png", "task2_A2_throughput.png"):
@@ -195,24 +199,32 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     assert (tmp_path / "results" / "figures" / "task3_3A_cdf_varlen-0.9_rate-inf.png").stat().st_size > 10_000
 
 
-def test_slo_study_runs_a_stall_bound_variant_and_reports_goodput(cpu_env, tmp_path):
+def test_slo_study_runs_a_stall_bound_variant_and_strategy_d_and_reports_goodput(cpu_env, tmp_path):
     """`slo@1` starts Strategy C with a 1 ms stall bound (every CPU step is slower, so the guard
-    must fire), the SLO reaches `vllm bench serve --goodput`, and the tables get the SLO section."""
+    must fire); `deadline` starts Strategy D, which gets the study's TTFT target; the SLO reaches
+    `vllm bench serve --goodput`, and the tables get the SLO section."""
     out_dir = tmp_path / "results" / "slo"
     proc = subprocess.run(
-        ["bash", str(ROOT / "slo_study.sh"), "--model", TINY, "--dummy-weights", "--strategies", "slo@1",
+        ["bash", str(ROOT / "slo_study.sh"), "--model", TINY, "--dummy-weights",
+         "--strategies", "slo@1 deadline", "--slo", "ttft:800 tpot:50", "--runs", "1",
          "--rates", "50", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
          "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out_dir / "slo-1ms_fixed_rate-50_run-1.json").read_text())
-    assert data["config"]["goodput"] == "ttft:500 tpot:50"
-    assert "--goodput ttft:500 tpot:50" in data["config"]["bench_command"]
+    assert data["config"]["goodput"] == "ttft:800 tpot:50"
+    assert "--goodput ttft:800 tpot:50" in data["config"]["bench_command"]
     assert data["client"]["completed"] == 12
     counts = data["engine"]["scheduler_counts_this_run"]
     assert counts["policy_settings"]["max_decode_stall_ms"] == 1.0
     assert counts["policy"]["stall_guard_steps"] > 0
+    deadline = json.loads((out_dir / "deadline_fixed_rate-50_run-1.json").read_text())
+    assert deadline["client"]["completed"] == 12 and deadline["summary"]["num_failed"] == 0
+    counts = deadline["engine"]["scheduler_counts_this_run"]
+    assert counts["policy_settings"]["ttft_slo_ms"] == 800.0
+    assert counts["policy"]["admitted_on_time"] + counts["policy"]["admitted_late"] == 12
     tables = (tmp_path / "results" / "tables.md").read_text()
     assert "Strategy C: stall-bounded prefill-first (stall bound 1 ms)" in tables
+    assert "Strategy D: deadline-aware" in tables
     assert (tmp_path / "results" / "figures" / "slo_attainment_goodput.png").exists()

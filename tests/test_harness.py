@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 import socket
+import sys
 
 import pandas as pd
 import pytest
@@ -152,6 +154,61 @@ def test_existing_results_are_skipped_and_dry_run_prints_commands(tmp_path, caps
     assert "--scheduler-cls my_scheduler.SJFScheduler" in out and "--load-format dummy" in out
     assert "would run (x_rate-inf_run-1.json)" in out and "--request-rate inf" in out
     assert "would run (x_rate-16_run-1.json)" not in out
+
+
+def test_a_restarted_server_appends_to_its_log(tmp_path):
+    """A resumed sweep starts the server again; the first start's log must survive."""
+    import os
+
+    log_path = tmp_path / "logs" / "x_server.log"
+    for word in ("first", "second"):
+        server = sb.Server(["echo", word], dict(os.environ), log_path, 0)
+        server.start()
+        server.process.wait()
+    text = log_path.read_text()
+    assert text.count("# ---- server started ") == 2
+    assert text.index("first") < text.index("second")
+
+
+def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_path):
+    """Two parties: the one that arrives first waits for the other; a run the other skipped
+    (result already there) or any run after it left costs no wait; alone, a run starts after
+    the timeout and says so."""
+    import threading
+    import time
+
+    a = sb.LockstepBarrier(tmp_path / "sync", 2, "a", timeout_s=30.0)
+    b = sb.LockstepBarrier(tmp_path / "sync", 2, "b", timeout_s=30.0)
+    seen = {}
+    late = threading.Thread(target=lambda: (time.sleep(0.5), seen.update(b=b.wait("rate-8_run-1"))))
+    late.start()
+    seen["a"] = a.wait("rate-8_run-1")
+    late.join()
+    assert seen["a"]["all_met"] and seen["a"]["ready"] == ["a", "b"] and seen["a"]["waited_s"] >= 0.4
+    assert seen["b"]["all_met"] and seen["b"]["waited_s"] < 0.4
+    b.skip("rate-8_run-2")
+    assert a.wait("rate-8_run-2")["all_met"]
+    b.leave()
+    after = a.wait("rate-16_run-1")
+    assert not after["all_met"] and after["left_before"] == ["b"] and after["waited_s"] < 1
+    alone = sb.LockstepBarrier(tmp_path / "other", 2, "c", timeout_s=0.3).wait("k")
+    assert not alone["all_met"] and alone["waited_s"] >= 0.3
+
+
+def test_sweeps_on_several_gpus_run_in_lockstep_waves(tmp_path):
+    """Three budgets on two GPUs: a wave of two, then a wave of one; LOCKSTEP=0 turns it off."""
+    import os
+    import subprocess
+
+    command = ["bash", str(sb.ROOT / "task2.sh"), "--dry-run", "--values", "64 128 256",
+               "--model", "models/tiny-qwen3", "--dummy-weights", "--out-dir", str(tmp_path)]
+    env = dict(os.environ, GPUS="0 1", LAB3_PYTHON=sys.executable)
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    waves = re.findall(r"lockstep: \S+/(wave-\d+) \((\d) parties\)", out)
+    assert sorted(waves) == [("wave-0", "2"), ("wave-0", "2"), ("wave-1", "1")]
+    env["LOCKSTEP"] = "0"
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    assert "lockstep:" not in out and out.count("would start") == 3
 
 
 def test_task2_table_takes_the_median_over_runs():

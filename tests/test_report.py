@@ -15,7 +15,8 @@ import plot_results
 from lab_metrics import kept_indices, unpack_detail
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
-SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 Task 2", "## 4 Task 3", "## 5 Summary")
+SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 Task 2", "## 4 Task 3",
+            "## 5 Beyond the handout", "## 6 Summary")
 
 
 def copy_results(tmp_path: Path) -> Path:
@@ -59,6 +60,11 @@ def test_report_from_the_committed_results(tmp_path):
         assert f"]({link})" in text and (results / link).is_file()
     assert "task3_3A_cdf_" in section(text, "## 4 Task 3")
 
+    slo = section(text, "## 5 Beyond the handout")
+    if (results / "slo_pilot").is_dir():  # the pilot ran beside other work: flagged, not hidden
+        assert "### SLO pilot study" in slo and "Caution:" in slo
+        assert "figures/slo_pilot_attainment_goodput.png" in slo
+
     pdf = results / "report.pdf"
     assert pdf.read_bytes()[:4] == b"%PDF"
     assert pdf.stat().st_size < 2 * 2**20
@@ -76,7 +82,7 @@ def test_a_missing_task_is_reported_not_invented(tmp_path, task):
     gone = section(text, f"## {int(number) + 1} Task {number}")
     assert f"No Task {number} results" in gone
     assert "|" not in gone  # no table
-    assert f"Task {number}: no results." in section(text, "## 5 Summary")
+    assert f"Task {number}: no results." in section(text, "## 6 Summary")
     figure = "task2_A" if task == "task2" else "task3_3A"
     assert figure not in text  # stale figures left in figures/ are not linked
     assert (results / "report.pdf").read_bytes()[:4] == b"%PDF"
@@ -119,6 +125,11 @@ def test_computed_facts_match_an_independent_computation(tmp_path):
     best = max(medians.values())
     saturated = min(b for b, v in medians.items() if v >= 0.95 * best)
     assert f"within 5% of the best median ({best:.1f} tok/s) is {saturated}." in text
+    # ... and the run-to-run spread of each budget's throughput, (max - min) / median.
+    for budget, values in by_budget.items():
+        if len(values) > 1:
+            spread = (max(values) - min(values)) / statistics.median(values) * 100
+            assert f"{spread:.0f}% at {budget}" in text
 
     # SJF on equal prompts: first tokens in arrival order (rank correlation from numpy argsort).
     run = json.loads((results / "task3" / "sjf_fixed_rate-40_run-1.json").read_text())

@@ -236,13 +236,13 @@ def test_stall_bound_in_steps_caps_the_decode_gap():
     assert sched.policy_stats["stall_guard_steps"] == len(guarded) > 0
 
 
-def test_stall_bounded_strategy_keeps_the_seq_cap_and_never_livelocks():
-    sched = make_scheduler(ms.StallBoundedPrefillFirstScheduler,
-                           SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
+@pytest.mark.parametrize("cls", [ms.StallBoundedPrefillFirstScheduler, ms.DeadlineAwareScheduler])
+def test_strategies_c_and_d_keep_the_seq_cap_and_never_livelock(cls):
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
     traces = run_until_done(sched, arrivals(10, 3, 40, 20))
     assert not sched.has_unfinished_requests()
     assert max(t.num_running_after for t in traces) <= 4
-    sched, done, ids = _overloaded_kv_run(ms.StallBoundedPrefillFirstScheduler)
+    sched, done, ids = _overloaded_kv_run(cls)
     assert done == ids and not sched.has_unfinished_requests()
 
 
@@ -254,6 +254,122 @@ def test_stall_bound_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv(ms.STALL_MS_ENV, "soon")
     with pytest.raises(ValueError, match=ms.STALL_MS_ENV):
         make_scheduler(ms.StallBoundedPrefillFirstScheduler, SimConfig())
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategy D: Strategy C plus deadline-aware admission
+# ---------------------------------------------------------------------------------------------
+def test_deadline_queue_admits_on_time_requests_first_and_bounds_the_wait():
+    """Wait budget 0.4 s, wait bound 10 s. At t = 1.0 the requests that arrived at 0.9 and 1.0
+    are on time and go first; at t = 10.5 the two oldest have waited over 10 s and go first.
+    ``peek``, ``pop`` and iteration agree at every point."""
+    clock = FakeClock()
+    clock.now = 1.0
+    queue = ms.DeadlineAwareQueue(deadline_s=0.4, max_wait_s=10.0, clock=clock)
+    reqs = {t: make_request(16, 2, arrival_time=t) for t in (0.5, 1.0, 0.0, 0.9)}
+    for req in reqs.values():
+        queue.add_request(req)
+    assert [r.arrival_time for r in queue] == [0.9, 1.0, 0.0, 0.5]
+    clock.now = 10.5
+    assert [r.arrival_time for r in queue] == [0.0, 0.5, 0.9, 1.0]
+    clock.now = 1.0
+    popped = []
+    while queue:
+        head = queue.peek_request()
+        popped.append(queue.pop_request())
+        assert popped[-1] is head
+    assert [r.arrival_time for r in popped] == [0.9, 1.0, 0.0, 0.5]
+    queue.add_request(reqs[0.9])
+    queue.prepend_request(reqs[0.0])  # vLLM puts a preempted request back: it resumes first
+    assert [r.arrival_time for r in queue] == [0.0, 0.9]
+    queue.remove_requests([reqs[0.0]])
+    assert len(queue) == 1 and queue.pop_request() is reqs[0.9] and not queue
+
+
+def _deadline(clock: FakeClock, slo_ms: float = 500.0, margin_ms: float = 100.0) -> type:
+    return type("TestDeadline", (ms.DeadlineAwareScheduler,),
+                {"wall_clock": staticmethod(clock), "clock": staticmethod(clock),
+                 "ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
+
+
+def _burst_ttfts(cls: type, clock: FakeClock, step_s: float = 0.01) -> dict[str, float]:
+    """A burst of 80 one-chunk prompts at t = 0, then one prompt every 2 steps for 200 steps.
+
+    Budget 256 and prompts of 256 tokens: one prompt a step, so the burst alone keeps the queue
+    80 steps (0.8 s) long, and the arrivals after it (half the capacity) find a backlog for
+    about 160 steps. Returns each request's TTFT: from arrival to the end of the step that
+    finished its prompt; the burst's requests have ids in ``burst``.
+    """
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=256, max_num_batched_tokens=256,
+                                          num_blocks=20_000))
+    clock.now = 0.0
+    arrival: dict[str, float] = {}
+    ttft: dict[str, float] = {}
+    for i in range(1000):
+        batch = [make_request(256, 4, request_id=f"burst-{k}") for k in range(80)] if i == 0 else (
+            [make_request(256, 4)] if i % 2 == 0 and i <= 400 else [])
+        for req in batch:
+            req.arrival_time = clock.now
+            arrival[req.request_id] = clock.now
+            sched.add_request(req)
+        if i > 400 and not sched.has_unfinished_requests():
+            break
+        trace = step(sched)
+        clock.now += step_s
+        for rid in trace.prefill_ids:
+            request = sched.requests.get(rid)
+            if request is None or request.num_computed_tokens >= request.num_prompt_tokens:
+                ttft.setdefault(rid, clock.now - arrival[rid])
+    assert not sched.has_unfinished_requests()
+    assert set(ttft) == set(arrival)  # every request was served: nothing dropped
+    return ttft
+
+
+def test_deadline_admission_meets_more_ttft_deadlines_after_a_burst_than_fcfs():
+    """Same step rule (Strategy C), FCFS vs deadline-aware admission, TTFT target 0.3 s.
+
+    FCFS: the requests arriving after the burst wait behind its backlog and many are late.
+    Deadline-aware: each of them goes ahead of the late backlog and makes it; the burst's own
+    requests fare about the same either way (the first 25 to 28 make it).
+    """
+    clock = FakeClock()
+    runs = {"fcfs": _burst_ttfts(_stall_bounded(clock, 30.0, 0), clock),
+            "deadline": _burst_ttfts(_deadline(clock, slo_ms=300.0, margin_ms=50.0), clock)}
+    met = {name: {part: sum(t <= 0.3 for rid, t in ttft.items()
+                            if rid.startswith("burst-") == (part == "burst"))
+                  for part in ("burst", "after")} for name, ttft in runs.items()}
+    assert len(runs["fcfs"]) == len(runs["deadline"]) == 80 + 200
+    assert met["deadline"]["after"] == 200, met
+    assert met["fcfs"]["after"] <= 160, met  # 148 on vLLM 0.26.0
+    # The margin makes D stop favouring burst requests 50 ms early: 25 vs 28 make it.
+    assert abs(met["deadline"]["burst"] - met["fcfs"]["burst"]) <= 5, met
+    assert max(runs["deadline"].values()) < 10.0  # the late ones were served, within the bound
+
+
+def test_deadline_strategy_admits_the_on_time_request_first_and_counts_both():
+    clock = FakeClock()
+    sched = make_scheduler(_deadline(clock), SimConfig(max_num_seqs=1, max_num_batched_tokens=2048,
+                                                        num_blocks=5000))
+    clock.now = 100.0
+    late, fresh = make_request(64, 2, arrival_time=99.0), make_request(96, 2, arrival_time=99.9)
+    order = _admission_order(sched, [late, fresh])
+    assert order == [96, 64] and sched.policy_stats["admitted_on_time"] == 1
+    assert sched.policy_stats["admitted_late"] == 1
+
+
+def test_deadline_settings_come_from_the_environment_and_are_checked(monkeypatch):
+    monkeypatch.setenv(ms.TTFT_SLO_ENV, "800")
+    monkeypatch.setenv(ms.TTFT_MARGIN_ENV, "150")
+    settings = make_scheduler(ms.DeadlineAwareScheduler, SimConfig()).stats_dict()["policy_settings"]
+    assert settings["ttft_slo_ms"] == 800.0 and settings["ttft_margin_ms"] == 150.0
+    assert settings["max_late_wait_s"] == ms.DEFAULT_MAX_LATE_WAIT_S
+    assert settings["max_decode_stall_ms"] == ms.DEFAULT_MAX_DECODE_STALL_MS  # C's guard is on
+    monkeypatch.setenv(ms.TTFT_MARGIN_ENV, "900")
+    with pytest.raises(ValueError, match=ms.TTFT_MARGIN_ENV):
+        make_scheduler(ms.DeadlineAwareScheduler, SimConfig())
+    monkeypatch.delenv(ms.TTFT_MARGIN_ENV)
+    with pytest.raises(ValueError, match="fcfs"):
+        make_scheduler(ms.DeadlineAwareScheduler, SimConfig(policy="priority"))
 
 
 # ---------------------------------------------------------------------------------------------
