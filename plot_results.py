@@ -475,14 +475,27 @@ def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
             "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
             "stall guard steps": ((run.get("engine") or {}).get("scheduler_counts_this_run") or {})
             .get("policy", {}).get("stall_guard_steps"),
+            **host_load_columns(run),
         })
     return pd.DataFrame(rows)
+
+
+HOST_COLUMNS = ("busiest server process (cores)", "GPU util (%)")
+
+
+def host_load_columns(run: dict[str, Any]) -> dict[str, float | None]:
+    """From the ``host`` block (schema 2): the server's busiest process in cores over the run
+    (near 1.0: a saturated Python process, e.g. the API server) and the GPU's mean utilization."""
+    host = run.get("host") or {}
+    busiest = (host.get("server_cpu") or [{}])[0].get("cpu_cores")
+    return dict(zip(HOST_COLUMNS, (busiest, (host.get("gpu_util") or {}).get("mean_pct"))))
 
 
 def slo_medians(runs: pd.DataFrame) -> pd.DataFrame:
     """Median over runs per (strategy, rate), rates as numbers, ordered for plotting."""
     columns = ["attainment", "goodput (req/s)", "TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)",
                "ITL P99 (ms)", THROUGHPUT]
+    columns += [c for c in HOST_COLUMNS if c in runs and runs[c].notna().any()]
     grouped = runs.groupby(["strategy", "rate"])
     table = grouped[columns].median()
     table["runs"] = grouped.size()

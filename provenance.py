@@ -39,7 +39,7 @@ def git_commit() -> str:
         return "unknown"
 
 
-def _visible_gpu_index() -> str:
+def visible_gpu_index() -> str:
     """The physical index of the first GPU this process may use (``CUDA_VISIBLE_DEVICES``)."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
     return first if first.isdigit() else "0"
@@ -50,7 +50,7 @@ def _gpu_info_from_nvidia_smi() -> dict[str, Any] | None:
     query = "name,memory.total,driver_version,compute_cap,count"
     try:
         out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
-                              "-i", _visible_gpu_index()],
+                              "-i", visible_gpu_index()],
                              capture_output=True, text=True, timeout=20, check=True).stdout
         name, mem_mib, driver, capability, count = (f.strip() for f in out.splitlines()[0].split(","))
         memory_gib = round(float(mem_mib) / 1024, 1)

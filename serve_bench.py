@@ -23,8 +23,9 @@ stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process gr
 
 Result file schema (``schema_version`` 2): ``meta`` (provenance), ``config`` (every knob: server
 and bench commands, scheduler, rate, workload, run index), ``host`` (load average and other vLLM
-servers on the host before and after the run, and the lockstep partners, if any: what else
-competed for the host's CPUs), ``client`` (what ``vllm bench serve``
+servers on the host before and after the run, the lockstep partners, if any: what else competed
+for the host's CPUs; the server's busiest processes in cores over the run, and the GPU's
+utilization from nvidia-smi), ``client`` (what ``vllm bench serve``
 saved, with the per-request arrays packed by ``lab_metrics.pack_detail`` under ``detail_npz_b64``),
 ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity; for this project's schedulers the recorder's
 counters for this run and its cumulative statistics), ``summary`` (``lab_metrics.summarize``
@@ -60,6 +61,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab_metrics import DETAIL_KEYS, PeriodicSampler, pack_detail, summarize  # noqa: E402
 from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from provenance import collect_meta, write_json_atomic  # noqa: E402
+from provenance import collect_meta, visible_gpu_index, write_json_atomic  # noqa: E402
 
 SCHEMA_VERSION = 2  # 2: "host" block (load, other servers, lockstep)
 LOG_TAIL_LINES = 40
@@ -134,7 +136,8 @@ def other_vllm_servers(own_pgid: int | None) -> int:
         if fields[0] == "Z" or int(fields[2]) == own_pgid:
             continue
         words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
-        is_serve = "serve" in words and any(w == "vllm" for w in words)
+        # `vllm serve ...` or the API server module; not `vllm bench serve` (a client).
+        is_serve = any(a == "vllm" and b == "serve" for a, b in zip(words, words[1:]))
         if is_serve or "vllm.entrypoints.openai.api_server" in words:
             groups.add(int(fields[2]))
     return len(groups)
@@ -144,6 +147,64 @@ def host_activity(own_pgid: int | None) -> dict[str, float]:
     """What else loads the host's CPUs now: 1-minute load average and other vLLM servers."""
     return {"loadavg_1m": round(os.getloadavg()[0], 2),
             "other_vllm_servers": other_vllm_servers(own_pgid)}
+
+
+def group_cpu_seconds(pgid: int) -> dict[int, tuple[str, float]]:
+    """CPU time (user + system, seconds) of each live process in group ``pgid``, with its name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    usage = {}
+    for pid in live_group_members(pgid):
+        try:
+            name = (Path("/proc") / str(pid) / "comm").read_text().strip()
+            fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        usage[pid] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    return usage
+
+
+def server_cpu_load(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+                    wall_s: float, top: int = 4) -> list[dict[str, Any]]:
+    """The server's busiest processes during a run, in cores (1.0 = one core all the time).
+
+    Why: at high rates the API server process (tokenizing, streaming) can be the bottleneck,
+    not the GPU; a process near 1.0 core is saturated, as Python runs one thread at a time.
+    """
+    rows = [{"pid": pid, "name": name, "cpu_cores": round((cpu - before.get(pid, (name, 0.0))[1]) / wall_s, 2)}
+            for pid, (name, cpu) in after.items()] if wall_s > 0 else []
+    return sorted(rows, key=lambda row: -row["cpu_cores"])[:top]
+
+
+class GpuUtilSampler(PeriodicSampler):
+    """``utilization.gpu`` of the server's GPU from nvidia-smi (no CUDA context), every 0.5 s.
+
+    The share of time a kernel ran: with the server's GPU far from 100% at a saturating load,
+    the limit is elsewhere (the front end, the scheduler). Absent nvidia-smi, it records nothing.
+    """
+
+    def __init__(self, gpu_index: str, interval_s: float = 0.5) -> None:
+        super().__init__(interval_s)
+        self.gpu_index = gpu_index
+        self.values: list[float] = []
+        self.available = shutil.which("nvidia-smi") is not None
+
+    def sample(self) -> None:
+        if not self.available:
+            return
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu",
+                                  "--format=csv,noheader,nounits", "-i", self.gpu_index],
+                                 capture_output=True, text=True, timeout=5, check=True).stdout
+            self.values.append(float(out.split()[0]))
+        except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+            pass
+
+    def report(self) -> dict[str, Any] | None:
+        if not self.values:
+            return None
+        ordered = sorted(self.values)
+        return {"samples": len(ordered), "mean_pct": round(sum(ordered) / len(ordered), 1),
+                "p50_pct": ordered[len(ordered) // 2], "interval_s": self.interval_s}
 
 
 class LockstepBarrier:
@@ -478,8 +539,13 @@ def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rat
     return command + shlex.split(args.bench_args) + shlex.split(load.bench_args)
 
 
-def run_bench(command: list[str], log_path: Path, env: dict[str, str]) -> None:
-    """Run the client, echoing its output (its progress bar included) and keeping a log."""
+MAIN_RUN_MARKER = "Starting main benchmark run"  # what `vllm bench serve` prints when load starts
+
+
+def run_bench(command: list[str], log_path: Path, env: dict[str, str],
+              on_main_start: Callable[[], None] | None = None) -> None:
+    """Run the client, echoing its output (its progress bar included) and keeping a log;
+    ``on_main_start`` is called when the client starts sending load (after its start-up)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as handle:
         handle.write(f"$ {shlex.join(command)}\n")
@@ -489,6 +555,8 @@ def run_bench(command: list[str], log_path: Path, env: dict[str, str]) -> None:
         try:
             for line in proc.stdout:
                 handle.write(line)
+                if on_main_start is not None and MAIN_RUN_MARKER in line:
+                    on_main_start()
                 if not line.startswith(("INFO", "WARNING", "DEBUG")):
                     sys.stdout.write(line)
             code = proc.wait()
@@ -640,9 +708,19 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
                     log(f"{args.tag}: lockstep partners not ready after {lockstep['waited_s']} s; "
                         "this run starts alone (recorded in its file)")
             host = {"before": host_activity(server.process.pid), "lockstep": lockstep}
-            with MetricsPoller(f"{server.base_url}/metrics") as poller:
-                run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env)
+            load_start: dict[str, Any] = {}
+
+            def mark_load_start() -> None:  # CPU use is counted from here, not the client's start-up
+                load_start.update(cpu=group_cpu_seconds(server.process.pid), t=time.monotonic())
+
+            mark_load_start()
+            with MetricsPoller(f"{server.base_url}/metrics") as poller, \
+                    GpuUtilSampler(visible_gpu_index()) as gpu:
+                run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env, mark_load_start)
             host["after"] = host_activity(server.process.pid)
+            host["server_cpu"] = server_cpu_load(load_start["cpu"], group_cpu_seconds(server.process.pid),
+                                                 time.monotonic() - load_start["t"])
+            host["gpu_util"] = gpu.report()
             if not server.alive():
                 raise server.died("during the benchmark")
             time.sleep(0.5)  # the recorder flushes when the engine runs out of requests

@@ -170,6 +170,46 @@ def test_a_restarted_server_appends_to_its_log(tmp_path):
     assert text.index("first") < text.index("second")
 
 
+def test_other_servers_are_counted_but_not_clients_or_our_own(tmp_path):
+    """`vllm serve` in another process group counts; `vllm bench serve` (a client) and our own
+    server's group do not."""
+    import subprocess
+
+    fake = tmp_path / "vllm"
+    fake.write_text("#!/bin/sh\nsleep 30\n")
+    fake.chmod(0o755)
+    baseline = sb.other_vllm_servers(None)
+    server = subprocess.Popen([str(fake), "serve", "m"], start_new_session=True)
+    client = subprocess.Popen([str(fake), "bench", "serve"], start_new_session=True)
+    try:
+        assert sb.other_vllm_servers(None) == baseline + 1
+        assert sb.other_vllm_servers(server.pid) == baseline
+    finally:
+        for proc in (server, client):
+            proc.kill()
+            proc.wait()
+
+
+def test_server_cpu_load_reads_a_busy_process_group():
+    """A child spinning in its own process group shows up with its CPU time; the busiest first."""
+    import subprocess
+    import time
+
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"],
+                            start_new_session=True)
+    try:
+        before, start = sb.group_cpu_seconds(spin.pid), time.monotonic()
+        time.sleep(0.5)
+        load = sb.server_cpu_load(before, sb.group_cpu_seconds(spin.pid), time.monotonic() - start)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert [row["pid"] for row in load] == [spin.pid]
+    assert 0 < load[0]["cpu_cores"] <= 1.1  # one Python thread: at most one core
+    rows = sb.server_cpu_load({1: ("a", 1.0), 2: ("b", 0.0)}, {1: ("a", 2.0), 2: ("b", 4.0), 3: ("c", 0.5)}, 2.0)
+    assert [(r["name"], r["cpu_cores"]) for r in rows] == [("b", 2.0), ("a", 0.5), ("c", 0.25)]
+
+
 def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_path):
     """Two parties: the one that arrives first waits for the other; a run the other skipped
     (result already there) or any run after it left costs no wait; alone, a run starts after
