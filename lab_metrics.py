@@ -21,13 +21,14 @@ import io
 import json
 import lzma
 import math
-import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from provenance import write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
@@ -99,10 +100,7 @@ def repack_result_file(path: Path) -> tuple[int, int]:
     if new == old:
         return len(text), len(text)
     run["client"]["detail_npz_b64"] = new
-    indent = 1 if text.startswith("{\n") else None
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(run, indent=indent) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, run, indent=1 if text.startswith("{\n") else None)
     return len(text), path.stat().st_size
 
 

@@ -77,9 +77,13 @@ def kv_bytes_per_token(kv_cache_config: Any) -> int:
     return int(round(total))
 
 
-def setting_from_env(name: str, default: float, unit: str = "") -> float:
-    """A non-negative number from the environment variable ``name``, or ``default`` when it is
-    unset; anything else fails loudly, naming the variable, before the engine serves."""
+def setting_from_env(name: str, default: float, unit: str = "",
+                     override: float | None = None) -> float:
+    """A strategy's setting: ``override`` (a class attribute, e.g. set by a test) when not None,
+    else a non-negative number from the environment variable ``name``, or ``default`` when it
+    is unset; anything else fails loudly, naming the variable, before the engine serves."""
+    if override is not None:
+        return override
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -359,10 +363,9 @@ class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        stall_ms = (self.max_decode_stall_ms if self.max_decode_stall_ms is not None
-                    else setting_from_env(STALL_MS_ENV, DEFAULT_MAX_DECODE_STALL_MS))
-        run_cap = (self.max_prefill_steps_in_row if self.max_prefill_steps_in_row is not None
-                   else int(setting_from_env(PREFILL_RUN_ENV, 0)))
+        stall_ms = setting_from_env(STALL_MS_ENV, DEFAULT_MAX_DECODE_STALL_MS,
+                                    override=self.max_decode_stall_ms)
+        run_cap = int(setting_from_env(PREFILL_RUN_ENV, 0, override=self.max_prefill_steps_in_row))
         self._stall_limit_s = stall_ms / 1000.0
         self._prefill_run_cap = run_cap
         self._decodes_served_at = self.clock()
@@ -501,8 +504,6 @@ class DeadlineAwareQueue(RequestQueue):
 
     def __iter__(self) -> Iterator[Request]:
         """Admission order at the current time: what successive pops would return."""
-        if not self._queued:
-            return iter(list(self._front))
         overdue, first_on_time = self._split()
         return iter(self._front + self._queued[:overdue] + self._queued[first_on_time:]
                     + self._queued[overdue:first_on_time])
@@ -537,9 +538,11 @@ class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
         super().__init__(*args, **kwargs)
         if self.policy == SchedulingPolicy.PRIORITY:
             raise ValueError("the deadline-aware strategy supports --scheduling-policy fcfs only")
-        slo_ms = self._setting(self.ttft_slo_ms, TTFT_SLO_ENV, DEFAULT_TTFT_SLO_MS)
-        margin_ms = self._setting(self.ttft_margin_ms, TTFT_MARGIN_ENV, DEFAULT_TTFT_MARGIN_MS)
-        max_wait_s = self._setting(self.max_late_wait_s, LATE_WAIT_ENV, DEFAULT_MAX_LATE_WAIT_S)
+        slo_ms = setting_from_env(TTFT_SLO_ENV, DEFAULT_TTFT_SLO_MS, override=self.ttft_slo_ms)
+        margin_ms = setting_from_env(TTFT_MARGIN_ENV, DEFAULT_TTFT_MARGIN_MS,
+                                     override=self.ttft_margin_ms)
+        max_wait_s = setting_from_env(LATE_WAIT_ENV, DEFAULT_MAX_LATE_WAIT_S,
+                                      override=self.max_late_wait_s)
         if margin_ms >= slo_ms:
             raise ValueError(f"{TTFT_MARGIN_ENV} ({margin_ms:g} ms) must be below "
                              f"{TTFT_SLO_ENV} ({slo_ms:g} ms)")
@@ -548,10 +551,6 @@ class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
         self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms,
                                      "max_late_wait_s": max_wait_s})
         self.policy_stats.update({"admitted_on_time": 0, "admitted_late": 0})
-
-    @staticmethod
-    def _setting(override: float | None, env: str, default: float) -> float:
-        return override if override is not None else setting_from_env(env, default)
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         now = self.wall_clock()
@@ -635,11 +634,6 @@ class ShortestJobFirstQueue(RequestQueue):
         return (entry[-1] for entry in sorted(self._heap))
 
 
-def sjf_aging_from_env() -> float:
-    """Aging rate (prompt tokens forgiven per second waited) from ``LAB3_SJF_AGING_TOKENS_PER_S``."""
-    return setting_from_env(SJF_AGING_ENV, 0.0, " of tokens per second")
-
-
 class ShortestJobFirstPolicy(AsyncScheduler):
     """Admit waiting requests shortest prompt first (the handout's B1).
 
@@ -653,7 +647,8 @@ class ShortestJobFirstPolicy(AsyncScheduler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        aging = self.aging_tokens_per_s if self.aging_tokens_per_s is not None else sjf_aging_from_env()
+        aging = setting_from_env(SJF_AGING_ENV, 0.0, " of tokens per second",
+                                 override=self.aging_tokens_per_s)
         self.waiting = ShortestJobFirstQueue(
             use_priority=self.policy == SchedulingPolicy.PRIORITY, aging_tokens_per_s=aging)
         self.policy_settings: dict[str, float] = {"aging_tokens_per_s": aging}

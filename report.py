@@ -37,6 +37,8 @@ from plot_results import (
     _strategy_order,
     _run_detail,
     date_range,
+    gpu_count,
+    host_condition,
     load_json,
     load_label,
     load_runs,
@@ -183,6 +185,7 @@ class Results:
     task2: list[dict[str, Any]]
     task3: list[dict[str, Any]]
     slo: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _slo_medians: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, folder: Path) -> Results:
@@ -191,6 +194,13 @@ class Results:
         return cls(folder, task1 if task1 and task1.get("methods") else None,
                    load_runs(folder / "task2"), load_runs(folder / "task3"),
                    {name: runs for name, runs in studies.items() if runs})
+
+    def slo_table(self, name: str) -> pd.DataFrame:
+        """One SLO study's medians per strategy and rate; computed once, since it unpacks every
+        run's per-request arrays."""
+        if name not in self._slo_medians:
+            self._slo_medians[name] = slo_medians(slo_runs(self.slo[name]))
+        return self._slo_medians[name]
 
     def newest_date(self) -> datetime | None:
         """The latest ``date_utc`` of any result: the PDF's creation date, so that regenerating
@@ -541,23 +551,18 @@ def budgets_separated(part: pd.DataFrame) -> tuple[bool, float, float]:
     return within < NOISE_FACTOR * between, between, within
 
 
+HOST_PHRASES = {"alone": "alone on a {gpus}-GPU host",
+                "unrecorded": "on a {gpus}-GPU host, with the other GPU's activity unrecorded",
+                "lockstep": "on a {gpus}-GPU host in lockstep with its wave",
+                "beside": "on a {gpus}-GPU host beside another server, not in lockstep"}
+
+
 def host_conditions(runs: list[dict[str, Any]]) -> str:
-    """Where the runs were measured: alone on a 1-GPU host, in lockstep, or beside other work."""
+    """Where the runs were measured: alone, in lockstep, or beside other work, by budget."""
     kinds: dict[str, set[int]] = {}
     for run in runs:
         budget = server_flag(run["config"].get("server_args", ""), "--max-num-batched-tokens")
-        gpus = ((run.get("meta") or {}).get("gpu") or {}).get("count") or 1
-        host = run.get("host")
-        if gpus == 1:
-            kind = "alone on a 1-GPU host"
-        elif host is None:
-            kind = f"on a {gpus}-GPU host, with the other GPU's activity unrecorded"
-        elif (host.get("lockstep") or {}).get("all_met"):
-            kind = f"on a {gpus}-GPU host in lockstep with its wave"
-        elif any((host.get(w) or {}).get("other_vllm_servers", 0) for w in ("before", "after")):
-            kind = f"on a {gpus}-GPU host beside another server, not in lockstep"
-        else:
-            kind = f"alone on a {gpus}-GPU host"
+        kind = HOST_PHRASES[host_condition(run)].format(gpus=gpu_count(run))
         kinds.setdefault(kind, set()).add(int(budget) if budget else -1)
     return "; ".join(f"{kind}: {budgets_text(sorted(b))}" for kind, b in sorted(kinds.items()))
 
@@ -882,8 +887,7 @@ def slo_facts(medians: pd.DataFrame) -> list[str]:
 
 def slo_study_blocks(res: Results, name: str) -> list[Block]:
     runs_ = res.slo[name]
-    runs = slo_runs(runs_)
-    medians = slo_medians(runs)
+    medians = res.slo_table(name)
     cfg = runs_[0]["config"]
     blocks = [heading(SLO_FOLDERS[name], 3),
               para(f"SLO `{cfg.get('goodput') or 'ttft:500 tpot:50'}` (TTFT and mean TPOT per "
@@ -894,8 +898,8 @@ def slo_study_blocks(res: Results, name: str) -> list[Block]:
     if unpaired:
         blocks.append(para(f"Caution: {unpaired} of {len(runs_)} runs had another server working "
                            "on the same host without lockstep, and what that neighbour did "
-                           "differed between strategies. The pilot's differences between "
-                           "strategies mix the policy with that (README: \"Measurement noise\")."))
+                           "differed between strategies. The differences between strategies "
+                           "here mix the policy with that (README: \"Measurement noise\")."))
     shown = medians[["strategy", "rate", "attainment", "goodput (req/s)", "TTFT P99 (ms)",
                      "ITL P99 (ms)", THROUGHPUT, "runs"]].copy()
     shown["strategy"] = shown["strategy"].map(variant_label)
@@ -932,7 +936,7 @@ def slo_section(res: Results) -> list[Block]:
 def slo_summary(res: Results) -> list[str]:
     items = []
     for name, runs_ in res.slo.items():
-        medians = slo_medians(slo_runs(runs_))
+        medians = res.slo_table(name)
         tops = ", ".join(f"{variant_label(t)} {r:g}" if (r := highest_rate_meeting(medians, t)) is not None
                          else f"{variant_label(t)} none" for t in medians["strategy"].unique())
         line = f"{SLO_FOLDERS[name]}: highest rate (req/s) at >= 90% SLO attainment: {tops}"

@@ -55,13 +55,14 @@ import shlex
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,13 +103,14 @@ def rate_label(rate: str) -> str:
     return "inf" if rate.lower() in ("inf", "infinity") else rate
 
 
-def live_group_members(pgid: int) -> list[int]:
-    """PIDs in process group ``pgid`` that are not zombies (Linux ``/proc``).
+def live_processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, fields of ``/proc/<pid>/stat`` after the command name) of every process that is
+    not a zombie: ``fields[0]`` is the state, ``fields[2]`` the process group, ``fields[11:13]``
+    user and system CPU time in clock ticks.
 
-    ``os.killpg(pgid, 0)`` also succeeds for zombies, which hold nothing and which only their
-    new parent (init) can reap, so it cannot tell whether a server is really gone.
+    Zombies are left out: ``os.killpg(pgid, 0)`` also succeeds for them, but they hold nothing
+    and only their new parent (init) can reap them, so they say nothing about a live server.
     """
-    members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -116,30 +118,31 @@ def live_group_members(pgid: int) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # the process ended while we looked
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
+        if fields[0] != "Z":
+            yield int(entry.name), fields
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """PIDs in process group ``pgid`` that are not zombies (Linux ``/proc``)."""
+    return [pid for pid, fields in live_processes() if int(fields[2]) == pgid]
 
 
 def other_vllm_servers(own_pgid: int | None) -> int:
     """Live ``vllm serve`` / OpenAI API-server process groups on this host other than ours."""
     groups = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for pid, fields in live_processes():
+        group = int(fields[2])
+        if group == own_pgid or group in groups:
             continue
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] == "Z" or int(fields[2]) == own_pgid:
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
             continue
         words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
         # `vllm serve ...` or the API server module; not `vllm bench serve` (a client).
         is_serve = any(a == "vllm" and b == "serve" for a, b in zip(words, words[1:]))
         if is_serve or "vllm.entrypoints.openai.api_server" in words:
-            groups.add(int(fields[2]))
+            groups.add(group)
     return len(groups)
 
 
@@ -153,11 +156,12 @@ def group_cpu_seconds(pgid: int) -> dict[int, tuple[str, float]]:
     """CPU time (user + system, seconds) of each live process in group ``pgid``, with its name."""
     tick = os.sysconf("SC_CLK_TCK")
     usage = {}
-    for pid in live_group_members(pgid):
+    for pid, fields in live_processes():
+        if int(fields[2]) != pgid:
+            continue
         try:
             name = (Path("/proc") / str(pid) / "comm").read_text().strip()
-            fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+        except OSError:
             continue
         usage[pid] = (name, (int(fields[11]) + int(fields[12])) / tick)
     return usage
@@ -202,9 +206,8 @@ class GpuUtilSampler(PeriodicSampler):
     def report(self) -> dict[str, Any] | None:
         if not self.values:
             return None
-        ordered = sorted(self.values)
-        return {"samples": len(ordered), "mean_pct": round(sum(ordered) / len(ordered), 1),
-                "p50_pct": ordered[len(ordered) // 2], "interval_s": self.interval_s}
+        return {"samples": len(self.values), "mean_pct": round(statistics.fmean(self.values), 1),
+                "p50_pct": statistics.median(self.values), "interval_s": self.interval_s}
 
 
 class LockstepBarrier:

@@ -41,23 +41,21 @@ MNBT="${MNBT:-2048}"
 TIMEOUT_S="${TIMEOUT_S:-30}"
 OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/slo}"
 
+own_flag() {
+  # own_flag ARGS...: this script's own flags (see parse_flags in sweep_lib.sh).
+  case "$1" in
+    --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2" ;;
+    --rates) require_value "$1" "${2:-}"; RATES="$2" ;;
+    --slo) require_value "$1" "${2:-}"; SLO="$2" ;;
+    --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2" ;;
+    --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2" ;;
+    *) return 0 ;;
+  esac
+  OWN_SHIFT=2
+}
+
 parse_args() {
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2"; shift 2 ;;
-      --rates) require_value "$1" "${2:-}"; RATES="$2"; shift 2 ;;
-      --slo) require_value "$1" "${2:-}"; SLO="$2"; shift 2 ;;
-      --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2"; shift 2 ;;
-      --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2"; shift 2 ;;
-      -h|--help) usage; exit 0 ;;
-      *)
-        parse_common_flag "$@"
-        [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
-        shift "$COMMON_SHIFT"
-        ;;
-    esac
-  done
-  finish_common_flags
+  parse_flags "$@"
   local spec
   for spec in $STRATEGIES; do
     check_strategy "${spec%@*}"
@@ -74,7 +72,6 @@ parse_args() {
 
 main() {
   parse_args "$@"
-  local common="--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
   local rates_csv="${RATES// /,}" ttft
   ttft="$(grep -o 'ttft:[0-9.]*' <<<"$SLO" | cut -d: -f2 || true)"
   if [ -n "$ttft" ] && [ -z "${LAB3_TTFT_SLO_MS:-}" ]; then
@@ -98,8 +95,8 @@ main() {
     echo "[slo_study] strategy $tag ($i/${#specs[@]}): rates $RATES, SLO $SLO"
     start_harness --task slo --tag "$tag" --scheduler "$name" \
       --out-dir "$OUT_DIR" --model "$MODEL" --runs "$RUNS" --timeout-s "$TIMEOUT_S" \
-      --goodput "$SLO" --bench-args "$common" --load "fixed|$rates_csv|" \
-      --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
+      --goodput "$SLO" --bench-args "$(random_bench_args)" --load "fixed|$rates_csv|" \
+      --server-args "$(server_args "$MNBT")" \
       "${EXTRA_HARNESS[@]}"
   done
   local status=0

@@ -195,6 +195,34 @@ parse_common_flag() {
   esac
 }
 
+parse_flags() {
+  # parse_flags ARGS...: every flag of a sweep. The calling script's own flags go to its
+  # own_flag function, which sets OWN_SHIFT to the words it used (0: not one of its flags);
+  # the rest go to parse_common_flag; anything else is an error.
+  while [ $# -gt 0 ]; do
+    case "$1" in -h|--help) usage; exit 0 ;; esac
+    OWN_SHIFT=0
+    own_flag "$@"
+    if [ "$OWN_SHIFT" -eq 0 ]; then
+      parse_common_flag "$@"
+      [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
+      OWN_SHIFT=$COMMON_SHIFT
+    fi
+    shift "$OWN_SHIFT"
+  done
+  finish_common_flags
+}
+
+server_args() {
+  # server_args BUDGET: the `vllm serve` flags of every sweep, with max_num_batched_tokens BUDGET.
+  echo "--max-num-batched-tokens $1 --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA"
+}
+
+random_bench_args() {
+  # The `vllm bench serve` flags of the handout's random workload (a load may add its own).
+  echo "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
+}
+
 finish_common_flags() {
   [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
   local gpu

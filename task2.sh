@@ -28,20 +28,18 @@ RUNS="${RUNS:-2}"
 NUM_PROMPTS="${NUM_PROMPTS:-1000}"
 OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task2}"
 
+own_flag() {
+  # own_flag ARGS...: this script's own flags (see parse_flags in sweep_lib.sh).
+  case "$1" in
+    --values) require_value "$1" "${2:-}"; VALUES="$2" ;;
+    --rates) require_value "$1" "${2:-}"; RATES="$2" ;;
+    *) return 0 ;;
+  esac
+  OWN_SHIFT=2
+}
+
 parse_args() {
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --values) require_value "$1" "${2:-}"; VALUES="$2"; shift 2 ;;
-      --rates) require_value "$1" "${2:-}"; RATES="$2"; shift 2 ;;
-      -h|--help) usage; exit 0 ;;
-      *)
-        parse_common_flag "$@"
-        [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
-        shift "$COMMON_SHIFT"
-        ;;
-    esac
-  done
-  finish_common_flags
+  parse_flags "$@"
   for v in $VALUES; do
     [[ "$v" =~ ^[0-9]+$ ]] || die "--values: '$v' is not a positive integer"
   done
@@ -56,8 +54,8 @@ main() {
     echo "[task2] max_num_batched_tokens=$v ($i/${#values[@]}), rates $RATES, $RUNS run(s) each"
     start_harness --task task2 --tag "mnbt-$v" --out-dir "$OUT_DIR" --model "$MODEL" \
       --workload "random-${INPUT_LEN}in-${OUTPUT_LEN}out" --rates "$RATES" --runs "$RUNS" \
-      --server-args "--max-num-batched-tokens $v --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
-      --bench-args "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos" \
+      --server-args "$(server_args "$v")" \
+      --bench-args "$(random_bench_args)" \
       "${EXTRA_HARNESS[@]}"
   done
   local status=0

@@ -40,25 +40,23 @@ TIMEOUT_S="${TIMEOUT_S:-30}"
 OUT_DIR="${OUT_DIR:-$LAB3_ROOT/results/task3}"
 FALLBACK_STRESS_RATE=48
 
+own_flag() {
+  # own_flag ARGS...: this script's own flags (see parse_flags in sweep_lib.sh).
+  case "$1" in
+    --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2" ;;
+    --workloads) require_value "$1" "${2:-}"; WORKLOADS="$2" ;;
+    --rate) require_value "$1" "${2:-}"; RATE="$2" ;;
+    --stress-rate) require_value "$1" "${2:-}"; STRESS_RATE="$2" ;;
+    --range-ratio) require_value "$1" "${2:-}"; RANGE_RATIO="$2" ;;
+    --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2" ;;
+    --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2" ;;
+    *) return 0 ;;
+  esac
+  OWN_SHIFT=2
+}
+
 parse_args() {
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --strategies) require_value "$1" "${2:-}"; STRATEGIES="$2"; shift 2 ;;
-      --workloads) require_value "$1" "${2:-}"; WORKLOADS="$2"; shift 2 ;;
-      --rate) require_value "$1" "${2:-}"; RATE="$2"; shift 2 ;;
-      --stress-rate) require_value "$1" "${2:-}"; STRESS_RATE="$2"; shift 2 ;;
-      --range-ratio) require_value "$1" "${2:-}"; RANGE_RATIO="$2"; shift 2 ;;
-      --max-num-batched-tokens) require_value "$1" "${2:-}"; MNBT="$2"; shift 2 ;;
-      --timeout-s) require_value "$1" "${2:-}"; TIMEOUT_S="$2"; shift 2 ;;
-      -h|--help) usage; exit 0 ;;
-      *)
-        parse_common_flag "$@"
-        [ "$COMMON_SHIFT" -gt 0 ] || die "unknown argument $1 (see --help)"
-        shift "$COMMON_SHIFT"
-        ;;
-    esac
-  done
-  finish_common_flags
+  parse_flags "$@"
   for s in $STRATEGIES; do
     check_strategy "$s"
   done
@@ -87,7 +85,6 @@ main() {
   parse_args "$@"
   local stress
   stress="$(stress_rate)"
-  local common="--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
   local loads=()
   for w in $WORKLOADS; do
     case "$w" in
@@ -101,8 +98,8 @@ main() {
     i=$((i + 1))
     echo "[task3] strategy $s ($i/${#strategies[@]}): workloads $WORKLOADS; rates $RATE and $stress (stress)"
     start_harness --task task3 --tag "$s" --scheduler "$s" --out-dir "$OUT_DIR" --model "$MODEL" \
-      --runs "$RUNS" --timeout-s "$TIMEOUT_S" --bench-args "$common" "${loads[@]}" \
-      --server-args "--max-num-batched-tokens $MNBT --max-num-seqs $MAX_NUM_SEQS --gpu-memory-utilization $GPU_MEMORY_UTILIZATION $SERVER_EXTRA" \
+      --runs "$RUNS" --timeout-s "$TIMEOUT_S" --bench-args "$(random_bench_args)" "${loads[@]}" \
+      --server-args "$(server_args "$MNBT")" \
       "${EXTRA_HARNESS[@]}"
   done
   local status=0
