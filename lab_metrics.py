@@ -204,17 +204,23 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
     Same warm-up drop and time span as ``summarize``. A failed request misses the SLO. TPOT is
     the request's mean gap after its first token; a one-token request has none and meets it.
     Goodput = requests meeting the SLO / the span from the first kept start to the last kept end.
+    ``num_missed_by_term``: successful requests over each term's limit (one request can miss
+    several), which says whether first tokens or the pace after them cost the SLO.
     """
     kept = kept_indices(detail["start_times"], warmup_fraction)
     e2e_s = {i: request_e2e_s(detail, i) for i in kept if is_success(detail, i)}
     good = 0
+    missed = {name: 0 for name in slo}
     for i, e2e in e2e_s.items():
         tpot = request_tpot_ms(detail, i, e2e)
         met = {"ttft": detail["ttfts"][i] * 1e3, "tpot": 0.0 if tpot is None else tpot, "e2el": e2e * 1e3}
-        if all(met[name] <= limit for name, limit in slo.items()):
-            good += 1
+        misses = [name for name, limit in slo.items() if met[name] > limit]
+        for name in misses:
+            missed[name] += 1
+        good += not misses
     span = run_span_s(detail, kept, e2e_s)
     return {"slo_ms": dict(slo), "num_kept": len(kept), "num_good": good,
+            "num_failed": len(kept) - len(e2e_s), "num_missed_by_term": missed,
             "attainment": good / len(kept) if kept else None,
             "goodput_req_s": good / span if span > 0 else None}
 

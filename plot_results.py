@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -286,7 +287,8 @@ def task2_section(results_dir: Path, loaded: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------------------------
 STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
                    "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first",
-                   "deadline": "Strategy D: deadline-aware (C + on-time first)"}
+                   "deadline": "Strategy D: deadline-aware (C + on-time first)",
+                   "paced": "Strategy E: TPOT-paced prefill-first"}
 
 
 def strategy_label(name: str) -> str:
@@ -467,18 +469,22 @@ def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
             "strategy": cfg["tag"], "rate": cfg["rate"], "run": cfg["run"], "file": run["_file"],
             "slo": cfg.get("goodput") or "ttft:500 tpot:50",
             "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
+            **{f"missed {term.upper()}": count / attained["num_kept"]
+               for term, count in attained["num_missed_by_term"].items()},
             "TTFT P99 (ms)": summary["ttft_ms"]["p99"], "ITL P99 (ms)": summary["itl_ms"]["p99"],
             "TTFT P50 (ms)": summary["ttft_ms"]["p50"], "ITL P50 (ms)": summary["itl_ms"]["p50"],
             THROUGHPUT: summary["output_throughput_tok_s"],
             "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
             "stall guard steps": ((run.get("engine") or {}).get("scheduler_counts_this_run") or {})
             .get("policy", {}).get("stall_guard_steps"),
+            "GPU util window": ((run.get("host") or {}).get("gpu_util") or {}).get("window"),
             **host_load_columns(run),
         })
     return pd.DataFrame(rows)
 
 
 HOST_COLUMNS = ("busiest server process (cores)", "GPU util (%)")
+MISSED_COLUMNS = ("missed TTFT", "missed TPOT")  # share of kept requests over each SLO term
 
 
 def host_load_columns(run: dict[str, Any]) -> dict[str, float | None]:
@@ -493,7 +499,7 @@ def slo_medians(runs: pd.DataFrame) -> pd.DataFrame:
     """Median over runs per (strategy, rate), rates as numbers, ordered for plotting."""
     columns = ["attainment", "goodput (req/s)", "TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)",
                "ITL P99 (ms)", THROUGHPUT]
-    columns += [c for c in HOST_COLUMNS if c in runs and runs[c].notna().any()]
+    columns += [c for c in MISSED_COLUMNS + HOST_COLUMNS if c in runs and runs[c].notna().any()]
     grouped = runs.groupby(["strategy", "rate"])
     table = grouped[columns].median()
     table["runs"] = grouped.size()
@@ -616,9 +622,30 @@ def unpaired_runs(loaded: list[dict[str, Any]]) -> int:
     return sum(host_condition(run) in ("beside", "unrecorded") for run in loaded)
 
 
+def gpu_window_note(loaded: list[dict[str, Any]]) -> str | None:
+    """For runs whose GPU utilization averages over the client's whole life (before the load
+    window existed): how much longer that life was than the load, i.e. how far the mean is
+    diluted by idle start-up time. None when every run measured the load window only."""
+    spans = []
+    for run in loaded:
+        gpu = (run.get("host") or {}).get("gpu_util") or {}
+        duration = (run.get("client") or {}).get("duration")
+        if gpu and gpu.get("window") != "load" and duration:
+            spans.append(gpu["samples"] * gpu["interval_s"] / duration)
+    if not spans:
+        return None
+    return (f"GPU util: {len(spans)} of {len(loaded)} runs predate the load window, so their GPU "
+            "utilization averages over the client's whole life, idle start-up included: at least "
+            f"{statistics.median(spans):.1f}x as long as the load itself (median; sample count x "
+            "interval / benchmark duration), so the GPU was busier during the load than the column "
+            "shows, by up to that factor. Newer runs measure the load only "
+            "(`host.gpu_util.window`).")
+
+
 SLO_FOLDERS = {"slo": "SLO study: attainment and goodput vs request rate",
+               "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
                "slo_pilot": "SLO pilot study (first session, not in lockstep)"}
-SLO_CHALLENGERS = ("deadline", "slo")
+SLO_CHALLENGERS = ("paced", "deadline", "slo", "prefill-first")  # ours first, then A for reference
 
 
 def slo_section(results_dir: Path, folder_name: str = "slo",
@@ -649,8 +676,13 @@ def slo_section(results_dir: Path, folder_name: str = "slo",
                   "here mix the policy with that.", ""]
     shown = medians.copy()
     shown.insert(0, "strategy", shown.pop("strategy").map(variant_label))
-    shown["attainment"] = shown["attainment"].map(lambda v: f"{v:.1%}")
+    for column in ("attainment",) + MISSED_COLUMNS:
+        if column in shown:
+            shown[column] = shown[column].map(lambda v: f"{v:.1%}")
     lines += [shown.round(2).to_markdown(index=False), ""]
+    note = gpu_window_note(loaded)
+    if note:
+        lines += [note, ""]
     for challenger in SLO_CHALLENGERS:
         check = slo_target_check(medians, challenger=challenger)
         if not check.empty:

@@ -853,13 +853,73 @@ def task3_section(res: Results) -> list[Block]:
 # 5 Beyond the handout: SLO attainment and goodput
 # --------------------------------------------------------------------------------------------
 SLO_MOTIVATION = (
-    "Two SLO-aware strategies of our own. Strategy C keeps A's prefill-first rule but bounds how "
+    "Three SLO-aware strategies of our own. Strategy C keeps A's prefill-first rule but bounds how "
     "long a decoding request may wait for its next token (30 ms by default): A's ITL tail without "
     "losing its TTFT gain. Strategy D is C plus deadline-aware admission: waiting requests that "
     "can still meet the TTFT target go before those already past it, since under a backlog FCFS "
     "makes every later request late; the late ones are served when no on-time request waits, or "
-    "after 10 s. The study offers each strategy the same load at rising rates and counts the "
-    "requests that meet TTFT and mean TPOT targets (attainment) and their rate (goodput).")
+    "after 10 s. Strategy E, designed after the single-GPU study below, is A with a guard set by "
+    "the SLO itself: decodes are served as soon as some running request would otherwise end "
+    "above the mean-TPOT target (minus 10 ms), so the TPOT slack, and only the slack, is spent "
+    "on first tokens. The study offers each strategy the same load at rising rates and counts "
+    "the requests that meet TTFT and mean TPOT targets (attainment) and their rate (goodput).")
+
+
+def _cores_by_role(runs_: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """CPU use (cores, over the run) of the engine-core process and of the busiest other server
+    process (the API server), from each run's ``host.server_cpu``."""
+    roles: dict[str, list[float]] = {"engine core": [], "API server": []}
+    for run in runs_:
+        rows = (run.get("host") or {}).get("server_cpu") or []
+        engine = [r["cpu_cores"] for r in rows if "EngineCor" in r["name"]]
+        other = [r["cpu_cores"] for r in rows if "EngineCor" not in r["name"]]
+        if engine and other:
+            roles["engine core"].append(engine[0])
+            roles["API server"].append(max(other))
+    return roles
+
+
+def slo_limit_facts(runs_: list[dict[str, Any]], medians: pd.DataFrame) -> list[str]:
+    """What cost the SLO (which term), what limited the server (CPU or GPU), and how noisy
+    single points are: each from the study's own files."""
+    facts = []
+    if "missed TTFT" in medians:
+        ttft, tpot = medians["missed TTFT"].max(), medians["missed TPOT"].max()
+        facts.append(("Every miss was a TTFT miss: no request's mean TPOT exceeded the target, "
+                      f"while up to {ttft:.1%} of a run's requests missed the TTFT target. The "
+                      "TPOT target leaves slack that a policy can spend on first tokens.")
+                     if tpot == 0 else
+                     f"Misses by term: up to {ttft:.1%} of a run's requests missed TTFT and up to "
+                     f"{tpot:.1%} missed TPOT.")
+    roles = _cores_by_role(runs_)
+    if roles["engine core"]:
+        span = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in roles.items()}
+        line = (f"Server CPU, per run, while load ran: the engine-core process used "
+                f"{span['engine core']} of a core and the API server {span['API server']}. Each is "
+                "one Python thread doing the work, so near 1.0 the server is CPU-bound or close "
+                "to it, as expected for a 0.6B model whose steps are short on the GPU")
+        gpu = [((r.get("host") or {}).get("gpu_util") or {}).get("mean_pct") for r in runs_]
+        gpu = [g for g in gpu if g is not None]
+        if gpu:
+            line += f" (GPU utilization {min(gpu):.0f}-{max(gpu):.0f}%; see the table's note on its window)"
+        facts.append(line + ". A scheduling policy reorders and reshapes steps; it does not make "
+                     "these loops faster.")
+    for tag in medians["strategy"].unique():
+        part = medians[medians["strategy"] == tag].sort_values("rate")
+        rates, attain = list(part["rate"]), list(part["attainment"])
+        for i in range(len(rates)):
+            for j in range(i + 1, len(rates)):
+                if attain[j] - attain[i] >= 0.2 and part["runs"].min() < 3:
+                    facts.append(f"Single points near saturation are noisy: {variant_label(tag)} "
+                                 f"met the SLO for {attain[i]:.1%} at {rates[i]:g} req/s but "
+                                 f"{attain[j]:.1%} at the higher {rates[j]:g} req/s "
+                                 f"({int(part['runs'].min())} run per point). Ratios from one "
+                                 "run per point are indications, not results.")
+                    break
+            else:
+                continue
+            break
+    return facts
 
 
 def highest_rate_meeting(medians: pd.DataFrame, tag: str) -> float | None:
@@ -876,6 +936,8 @@ def slo_facts(medians: pd.DataFrame) -> list[str]:
         top = highest_rate_meeting(medians, tag)
         line = (f"{variant_label(tag)}: meets the SLO for at least {SLO_TARGET_ATTAINMENT:.0%} of "
                 + (f"requests up to {top:g} req/s" if top is not None else "requests at no measured rate"))
+        if top is not None and top == part.index.max() < medians["rate"].max():
+            line += " (its highest measured rate: the higher ones did not run)"
         if tag != "default" and not base.empty:
             shared = [r for r in part.index if r in base.index]
             line += "; goodput against the default: " + ", ".join(
@@ -914,7 +976,7 @@ def slo_study_blocks(res: Results, name: str) -> list[Block]:
                        table(check.round(3))]
     blocks += [image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate"),
                image(res.folder, f"{name}_tradeoff.png", "P99 TTFT vs P99 ITL"),
-               bullets(slo_facts(medians))]
+               bullets(slo_facts(medians) + slo_limit_facts(runs_, medians))]
     return blocks
 
 
@@ -924,9 +986,13 @@ def slo_section(res: Results) -> list[Block]:
         return blocks + [para("No SLO-study results (`results/slo/` is missing or empty): run "
                               "`bash slo_study.sh`.")]
     if "slo" not in res.slo:
-        blocks.append(para("Only the pilot study has results; the study proper (strategies in "
-                           "lockstep, 2 runs per point, with Strategy D) is still to run: "
-                           "`bash slo_study.sh --offline --gpus \"0 1\"`."))
+        blocks.append(para("The study proper (`results/slo/`: the default, Strategy E and A, 2 runs "
+                           "per point, on one host in one session) is still to run: "
+                           "`bash slo_study.sh --offline`. The studies below came first."))
+    if not any(run["config"]["tag"] == "paced" for runs_ in res.slo.values() for run in runs_):
+        blocks.append(para("Strategy E is built and tested on the CPU (the real vLLM scheduler, "
+                           "in process, and a CPU `vllm serve`) but has no GPU result yet: "
+                           "`bash slo_study.sh --offline` runs it against the default and A."))
     for name in SLO_FOLDERS:
         if name in res.slo:
             blocks += slo_study_blocks(res, name)

@@ -219,7 +219,8 @@ def bench(waiting: int, running: int, repeats: int,
                ("StepExclusivePrefillFirstScheduler", my_scheduler.StepExclusivePrefillFirstScheduler),
                ("SJFScheduler", my_scheduler.SJFScheduler),
                ("StallBoundedPrefillFirstScheduler", my_scheduler.StallBoundedPrefillFirstScheduler),
-               ("DeadlineAwareScheduler", my_scheduler.DeadlineAwareScheduler)]
+               ("DeadlineAwareScheduler", my_scheduler.DeadlineAwareScheduler),
+               ("TpotPacedPrefillFirstScheduler", my_scheduler.TpotPacedPrefillFirstScheduler)]
     rows = []
     for name, cls in classes:
         sched = _loaded_scheduler(cls, waiting, running, max_num_seqs or running, seed=0)

@@ -183,14 +183,24 @@ class GpuUtilSampler(PeriodicSampler):
     """``utilization.gpu`` of the server's GPU from nvidia-smi (no CUDA context), every 0.5 s.
 
     The share of time a kernel ran: with the server's GPU far from 100% at a saturating load,
-    the limit is elsewhere (the front end, the scheduler). Absent nvidia-smi, it records nothing.
+    the limit is elsewhere (the front end, the scheduler). Only samples taken while load runs
+    count (``start_load`` .. ``end_load``, set from the client's output): the client's own
+    start-up (about 20 s, GPU idle) would otherwise halve the figure. Absent nvidia-smi, it
+    records nothing.
     """
 
     def __init__(self, gpu_index: str, interval_s: float = 0.5) -> None:
         super().__init__(interval_s)
         self.gpu_index = gpu_index
-        self.values: list[float] = []
+        self.samples: list[tuple[float, float]] = []
+        self.load_window: list[float | None] = [None, None]
         self.available = shutil.which("nvidia-smi") is not None
+
+    def start_load(self) -> None:
+        self.load_window = [time.monotonic(), None]
+
+    def end_load(self) -> None:
+        self.load_window[1] = time.monotonic()
 
     def sample(self) -> None:
         if not self.available:
@@ -199,15 +209,50 @@ class GpuUtilSampler(PeriodicSampler):
             out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu",
                                   "--format=csv,noheader,nounits", "-i", self.gpu_index],
                                  capture_output=True, text=True, timeout=5, check=True).stdout
-            self.values.append(float(out.split()[0]))
+            self.samples.append((time.monotonic(), float(out.split()[0])))
         except (OSError, subprocess.SubprocessError, IndexError, ValueError):
             pass
 
     def report(self) -> dict[str, Any] | None:
-        if not self.values:
+        start, end = self.load_window
+        values = [v for t, v in self.samples
+                  if (start is None or t >= start) and (end is None or t <= end)]
+        if not values:
             return None
-        return {"samples": len(self.values), "mean_pct": round(statistics.fmean(self.values), 1),
-                "p50_pct": statistics.median(self.values), "interval_s": self.interval_s}
+        return {"samples": len(values), "mean_pct": round(statistics.fmean(values), 1),
+                "p50_pct": statistics.median(values), "interval_s": self.interval_s,
+                "window": "load" if start is not None else "client"}
+
+
+class LoadWindow:
+    """The span in which the client sends load; the server's CPU use and the GPU's utilization
+    are measured over it, not over the client's start-up and wrap-up, when the server idles.
+
+    Until ``start`` is called (the client's "load starts" line), the window opens when this
+    object is made, so a client that never prints the line still gets a reading (GPU samples
+    then say ``window: client``). ``end`` counts once.
+    """
+
+    def __init__(self, pgid: int, gpu: GpuUtilSampler) -> None:
+        self.pgid = pgid
+        self.gpu = gpu
+        self.cpu_start, self.t_start = group_cpu_seconds(pgid), time.monotonic()
+        self.cpu_end: dict[int, tuple[str, float]] = {}
+        self.t_end = 0.0
+        self.ended = False
+
+    def start(self) -> None:
+        self.cpu_start, self.t_start = group_cpu_seconds(self.pgid), time.monotonic()
+        self.gpu.start_load()
+
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.cpu_end, self.t_end, self.ended = group_cpu_seconds(self.pgid), time.monotonic(), True
+        self.gpu.end_load()
+
+    def server_cpu(self) -> list[dict[str, Any]]:
+        return server_cpu_load(self.cpu_start, self.cpu_end, self.t_end - self.t_start)
 
 
 class LockstepBarrier:
@@ -543,13 +588,16 @@ def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rat
 
 
 MAIN_RUN_MARKER = "Starting main benchmark run"  # what `vllm bench serve` prints when load starts
+RESULT_MARKER = "Serving Benchmark Result"  # ... and when every request is done
 
 
 def run_bench(command: list[str], log_path: Path, env: dict[str, str],
-              on_main_start: Callable[[], None] | None = None) -> None:
+              on_marker: dict[str, Callable[[], None]] | None = None) -> None:
     """Run the client, echoing its output (its progress bar included) and keeping a log;
-    ``on_main_start`` is called when the client starts sending load (after its start-up)."""
+    ``on_marker[text]`` is called when the client prints a line containing ``text``
+    (``MAIN_RUN_MARKER``: load starts after its start-up; ``RESULT_MARKER``: load is over)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    markers = dict(on_marker or {})
     with open(log_path, "w") as handle:
         handle.write(f"$ {shlex.join(command)}\n")
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -558,8 +606,8 @@ def run_bench(command: list[str], log_path: Path, env: dict[str, str],
         try:
             for line in proc.stdout:
                 handle.write(line)
-                if on_main_start is not None and MAIN_RUN_MARKER in line:
-                    on_main_start()
+                for text in [t for t in markers if t in line]:
+                    markers.pop(text)()
                 if not line.startswith(("INFO", "WARNING", "DEBUG")):
                     sys.stdout.write(line)
             code = proc.wait()
@@ -711,18 +759,14 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
                     log(f"{args.tag}: lockstep partners not ready after {lockstep['waited_s']} s; "
                         "this run starts alone (recorded in its file)")
             host = {"before": host_activity(server.process.pid), "lockstep": lockstep}
-            load_start: dict[str, Any] = {}
-
-            def mark_load_start() -> None:  # CPU use is counted from here, not the client's start-up
-                load_start.update(cpu=group_cpu_seconds(server.process.pid), t=time.monotonic())
-
-            mark_load_start()
             with MetricsPoller(f"{server.base_url}/metrics") as poller, \
                     GpuUtilSampler(visible_gpu_index()) as gpu:
-                run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env, mark_load_start)
+                window = LoadWindow(server.process.pid, gpu)
+                run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env,
+                          {MAIN_RUN_MARKER: window.start, RESULT_MARKER: window.end})
+                window.end()  # no effect if the client printed its result
             host["after"] = host_activity(server.process.pid)
-            host["server_cpu"] = server_cpu_load(load_start["cpu"], group_cpu_seconds(server.process.pid),
-                                                 time.monotonic() - load_start["t"])
+            host["server_cpu"] = window.server_cpu()
             host["gpu_util"] = gpu.report()
             if not server.alive():
                 raise server.died("during the benchmark")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import my_scheduler as ms
 import serve_bench as sb
 
 pytestmark = pytest.mark.e2e
@@ -208,22 +209,23 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     assert (tmp_path / "results" / "figures" / "task3_3A_cdf_varlen-0.9_rate-inf.png").stat().st_size > 10_000
 
 
-def test_slo_study_runs_a_stall_bound_variant_and_strategy_d_and_reports_goodput(cpu_env, tmp_path):
+def test_slo_study_runs_a_stall_bound_variant_and_strategies_d_and_e_and_reports_goodput(cpu_env, tmp_path):
     """`slo@1` starts Strategy C with a 1 ms stall bound (every CPU step is slower, so the guard
-    must fire); `deadline` starts Strategy D, which gets the study's TTFT target; the SLO reaches
-    `vllm bench serve --goodput`, and the tables get the SLO section."""
+    must fire); `deadline` starts Strategy D, which gets the study's TTFT target, and `paced`
+    Strategy E, which gets its TPOT target; the SLO reaches `vllm bench serve --goodput`, and
+    the tables get the SLO section."""
     out_dir = tmp_path / "results" / "slo"
     proc = subprocess.run(
         ["bash", str(ROOT / "slo_study.sh"), "--model", TINY, "--dummy-weights",
-         "--strategies", "slo@1 deadline", "--slo", "ttft:800 tpot:50", "--runs", "1",
+         "--strategies", "slo@1 deadline paced", "--slo", "ttft:800 tpot:60", "--runs", "1",
          "--rates", "50", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
          "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out_dir / "slo-1ms_fixed_rate-50_run-1.json").read_text())
-    assert data["config"]["goodput"] == "ttft:800 tpot:50"
-    assert "--goodput ttft:800 tpot:50" in data["config"]["bench_command"]
+    assert data["config"]["goodput"] == "ttft:800 tpot:60"
+    assert "--goodput ttft:800 tpot:60" in data["config"]["bench_command"]
     assert data["client"]["completed"] == 12
     counts = data["engine"]["scheduler_counts_this_run"]
     assert counts["policy_settings"]["max_decode_stall_ms"] == 1.0
@@ -233,7 +235,12 @@ def test_slo_study_runs_a_stall_bound_variant_and_strategy_d_and_reports_goodput
     counts = deadline["engine"]["scheduler_counts_this_run"]
     assert counts["policy_settings"]["ttft_slo_ms"] == 800.0
     assert counts["policy"]["admitted_on_time"] + counts["policy"]["admitted_late"] == 12
+    paced = json.loads((out_dir / "paced_fixed_rate-50_run-1.json").read_text())
+    assert paced["client"]["completed"] == 12 and paced["summary"]["num_failed"] == 0
+    counts = paced["engine"]["scheduler_counts_this_run"]
+    assert counts["policy_settings"] == {"tpot_slo_ms": 60.0, "tpot_margin_ms": ms.DEFAULT_TPOT_MARGIN_MS}
+    assert counts["steps"]["total"] > 0
     tables = (tmp_path / "results" / "tables.md").read_text()
     assert "Strategy C: stall-bounded prefill-first (stall bound 1 ms)" in tables
-    assert "Strategy D: deadline-aware" in tables
+    assert "Strategy D: deadline-aware" in tables and "Strategy E: TPOT-paced" in tables
     assert (tmp_path / "results" / "figures" / "slo_attainment_goodput.png").exists()

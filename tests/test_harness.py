@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import socket
 import sys
+from typing import Callable
 
 import pandas as pd
 import pytest
@@ -55,8 +57,11 @@ def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
     assert (result["num_kept"], result["num_good"]) == (9, 7)
     assert result["attainment"] == pytest.approx(7 / 9)
     assert result["goodput_req_s"] == pytest.approx(7 / 15.03)  # same span as the summary
+    # request 7 misses both terms: TTFT 5 s, and TPOT (10 + 20 + 4000) / 3 ms
+    assert result["num_failed"] == 1 and result["num_missed_by_term"] == {"ttft": 1, "tpot": 1}
     strict = slo_attainment(_detail(), parse_slo("ttft:500 tpot:15"))
     assert strict["num_good"] == 0  # every TPOT is 20 ms
+    assert strict["num_missed_by_term"] == {"ttft": 1, "tpot": 8}  # the slow one misses both
     with pytest.raises(ValueError, match="bad SLO term"):
         parse_slo("itl:50")
 
@@ -208,6 +213,50 @@ def test_server_cpu_load_reads_a_busy_process_group():
     assert 0 < load[0]["cpu_cores"] <= 1.1  # one Python thread: at most one core
     rows = sb.server_cpu_load({1: ("a", 1.0), 2: ("b", 0.0)}, {1: ("a", 2.0), 2: ("b", 4.0), 3: ("c", 0.5)}, 2.0)
     assert [(r["name"], r["cpu_cores"]) for r in rows] == [("b", 2.0), ("a", 0.5), ("c", 0.25)]
+
+
+class _ScriptedGpu(sb.GpuUtilSampler):
+    """A GPU sampler that reads a given function of time instead of nvidia-smi."""
+
+    def __init__(self, busy: Callable[[], float]) -> None:
+        super().__init__("0", interval_s=0.05)
+        self.available, self.busy = True, busy
+
+    def sample(self) -> None:
+        import time
+        self.samples.append((time.monotonic(), self.busy()))
+
+
+def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
+    """A client that idles 1 s (its start-up), sends for 1 s, then wraps up for 1 s, against a
+    server that spins only while load runs: over the load window the server uses about one core
+    and the GPU reads busy; over the client's whole life both would read about a third."""
+    import subprocess
+    import time
+
+    t0 = time.monotonic()
+    server = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(1.0)\nt = time.time()\n"
+                               "while time.time() - t < 1.0: pass\ntime.sleep(2)"], start_new_session=True)
+    client = [sys.executable, "-c", "import time, sys\ntime.sleep(0.95)\n"
+              f"print({sb.MAIN_RUN_MARKER!r}, flush=True)\ntime.sleep(1.1)\n"
+              f"print('=== ' + {sb.RESULT_MARKER!r} + ' ===', flush=True)\ntime.sleep(1.0)"]
+    gpu = _ScriptedGpu(lambda: 80.0 if 1.0 <= time.monotonic() - t0 <= 2.0 else 0.0)
+    try:
+        with gpu:
+            window = sb.LoadWindow(server.pid, gpu)
+            sb.run_bench(client, tmp_path / "client.log", dict(os.environ),
+                         {sb.MAIN_RUN_MARKER: window.start, sb.RESULT_MARKER: window.end})
+            window.end()
+    finally:
+        server.kill()
+        server.wait()
+    assert 1.0 <= window.t_end - window.t_start <= 1.6
+    assert window.server_cpu()[0]["cpu_cores"] >= 0.6
+    report = gpu.report()
+    assert report["window"] == "load" and report["mean_pct"] >= 60
+    unwindowed = _ScriptedGpu(gpu.busy)
+    unwindowed.samples = gpu.samples
+    assert unwindowed.report()["window"] == "client" and unwindowed.report()["mean_pct"] <= 45
 
 
 def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_path):

@@ -64,6 +64,11 @@ def test_report_from_the_committed_results(tmp_path):
     if (results / "slo_pilot").is_dir():  # the pilot ran beside other work: flagged, not hidden
         assert "### SLO pilot study" in slo and "Caution:" in slo
         assert "figures/slo_pilot_attainment_goodput.png" in slo
+    if (results / "slo_1gpu").is_dir():  # alone on one GPU: no caution, but the noise is said
+        study = slo.split("### SLO study on one H200", 1)[1].split("\n### ", 1)[0]
+        assert "Caution:" not in study and "Single points near saturation are noisy" in study
+        assert "Every miss was a TTFT miss" in study and "Server CPU, per run" in study
+        assert "figures/slo_1gpu_attainment_goodput.png" in study
 
     pdf = results / "report.pdf"
     assert pdf.read_bytes()[:4] == b"%PDF"

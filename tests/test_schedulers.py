@@ -174,8 +174,9 @@ def _stall_bounded(clock: FakeClock, stall_ms: float, run_cap: int) -> type:
                  "max_prefill_steps_in_row": run_cap})
 
 
-def _burst_run(cls: type, clock: FakeClock | None = None, step_ms: float = 10.0):
-    """4 requests start decoding, then a burst of 12 one-chunk prompts arrives at once.
+def _burst_run(cls: type, clock: FakeClock | None = None, step_ms: float = 10.0, burst_tokens: int = 10):
+    """4 requests start decoding, then a burst of 12 one-chunk prompts (``burst_tokens`` output
+    tokens each) arrives at once.
 
     Budget 256 and prompts of 256 tokens: a prefill-only step admits one prompt, so A starves
     the 4 decoders for about 12 steps in a row. Returns (longest run of steps in which requests
@@ -190,7 +191,7 @@ def _burst_run(cls: type, clock: FakeClock | None = None, step_ms: float = 10.0)
     for i in range(400):
         if i == 2:
             for _ in range(12):
-                sched.add_request(make_request(256, 10))
+                sched.add_request(make_request(256, burst_tokens))
         if i > 2 and not sched.has_unfinished_requests():
             break
         decoding = {r.request_id for r in sched.running if not r.is_prefill_chunk}
@@ -236,8 +237,9 @@ def test_stall_bound_in_steps_caps_the_decode_gap():
     assert sched.policy_stats["stall_guard_steps"] == len(guarded) > 0
 
 
-@pytest.mark.parametrize("cls", [ms.StallBoundedPrefillFirstScheduler, ms.DeadlineAwareScheduler])
-def test_strategies_c_and_d_keep_the_seq_cap_and_never_livelock(cls):
+@pytest.mark.parametrize("cls", [ms.StallBoundedPrefillFirstScheduler, ms.DeadlineAwareScheduler,
+                                 ms.TpotPacedPrefillFirstScheduler])
+def test_strategies_c_d_and_e_keep_the_seq_cap_and_never_livelock(cls):
     sched = make_scheduler(cls, SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
     traces = run_until_done(sched, arrivals(10, 3, 40, 20))
     assert not sched.has_unfinished_requests()
@@ -370,6 +372,61 @@ def test_deadline_settings_come_from_the_environment_and_are_checked(monkeypatch
     monkeypatch.delenv(ms.TTFT_MARGIN_ENV)
     with pytest.raises(ValueError, match="fcfs"):
         make_scheduler(ms.DeadlineAwareScheduler, SimConfig(policy="priority"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategy E: prefill-first paced by the mean-TPOT target
+# ---------------------------------------------------------------------------------------------
+def _paced(clock: FakeClock, tpot_ms: float, margin_ms: float) -> type:
+    return type("TestPaced", (ms.TpotPacedPrefillFirstScheduler,),
+                {"clock": staticmethod(clock), "tpot_slo_ms": tpot_ms, "tpot_margin_ms": margin_ms})
+
+
+def _decoder_mean_tpots_ms(traces, step_ms: float) -> list[float]:
+    """Mean TPOT of the 4 requests that start decoding before the burst, in simulated time: a
+    request gets a token in each step that schedules it (its one-chunk prefill included)."""
+    decoders = list(traces[0].scheduled)
+    tpots = []
+    for rid in decoders:
+        token_steps = [i for i, t in enumerate(traces) if rid in t.scheduled]
+        tpots.append((token_steps[-1] - token_steps[0]) * step_ms / (len(token_steps) - 1))
+    return tpots
+
+
+def test_paced_strategy_spends_only_the_tpot_slack_on_the_burst():
+    """Steps of 10 ms; the 4 decoders (60 tokens) have 59 gaps. A stalls them 12 steps for the
+    burst (one-token requests, which have no TPOT): mean TPOT 10 + 120 / 59 = 12.0 ms. With a
+    target of 11.5 ms (margin 0.5: 59 ms of slack, about 5 steps), E stalls them for as long as
+    that allows, then serves them every step: every decoder ends under 11.5 ms, and the burst
+    is still done."""
+    longest_a, traces_a, _, _ = _burst_run(ms.StepExclusivePrefillFirstScheduler, burst_tokens=1)
+    clock = FakeClock()
+    longest_e, traces_e, _, sched = _burst_run(_paced(clock, 11.5, 0.5), clock, 10.0, burst_tokens=1)
+    assert min(_decoder_mean_tpots_ms(traces_a, 10.0)) > 11.5
+    assert max(_decoder_mean_tpots_ms(traces_e, 10.0)) <= 11.5
+    assert 3 <= longest_e <= 5 < longest_a
+    assert sched.policy_stats["pace_guard_steps"] > 0
+    assert sched.policy_stats["fallback_steps"] == 0
+
+
+def test_paced_strategy_is_strategy_a_while_the_slack_lasts():
+    """With the study's target (50 ms, margin 10) and 10 ms steps the decoders have seconds of
+    slack, so the burst runs exactly as under Strategy A: same steps, no guard step."""
+    _, traces_a, _, _ = _burst_run(ms.StepExclusivePrefillFirstScheduler)
+    clock = FakeClock()
+    _, traces_e, _, sched = _burst_run(_paced(clock, 50.0, 10.0), clock, 10.0)
+    assert [sorted(t.scheduled.values()) for t in traces_e] == [sorted(t.scheduled.values()) for t in traces_a]
+    assert sched.policy_stats["pace_guard_steps"] == 0
+
+
+def test_paced_settings_come_from_the_environment_and_are_checked(monkeypatch):
+    monkeypatch.setenv(ms.TPOT_SLO_ENV, "80")
+    monkeypatch.setenv(ms.TPOT_MARGIN_ENV, "20")
+    settings = make_scheduler(ms.TpotPacedPrefillFirstScheduler, SimConfig()).stats_dict()["policy_settings"]
+    assert settings == {"tpot_slo_ms": 80.0, "tpot_margin_ms": 20.0}
+    monkeypatch.setenv(ms.TPOT_MARGIN_ENV, "80")
+    with pytest.raises(ValueError, match=ms.TPOT_MARGIN_ENV):
+        make_scheduler(ms.TpotPacedPrefillFirstScheduler, SimConfig())
 
 
 # ---------------------------------------------------------------------------------------------
