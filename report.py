@@ -927,6 +927,16 @@ def highest_rate_meeting(medians: pd.DataFrame, tag: str) -> float | None:
     return float(part["rate"].max()) if not part.empty else None
 
 
+def highest_rate_text(medians: pd.DataFrame, tag: str, unit: str = "") -> str:
+    """The highest rate at >= 90% attainment, saying so when it is also the highest rate the
+    strategy ran (its curve was cut short, so the real limit may be higher)."""
+    top = highest_rate_meeting(medians, tag)
+    if top is None:
+        return "none"
+    measured = medians.loc[medians["strategy"] == tag, "rate"].max()
+    return f"{top:g}{unit}" + (" (its highest measured rate)" if top == measured < medians["rate"].max() else "")
+
+
 def slo_facts(medians: pd.DataFrame) -> list[str]:
     """Per strategy: the highest rate at >= 90% attainment, and goodput against the default."""
     facts = []
@@ -935,9 +945,8 @@ def slo_facts(medians: pd.DataFrame) -> list[str]:
         part = medians[medians["strategy"] == tag].set_index("rate")
         top = highest_rate_meeting(medians, tag)
         line = (f"{variant_label(tag)}: meets the SLO for at least {SLO_TARGET_ATTAINMENT:.0%} of "
-                + (f"requests up to {top:g} req/s" if top is not None else "requests at no measured rate"))
-        if top is not None and top == part.index.max() < medians["rate"].max():
-            line += " (its highest measured rate: the higher ones did not run)"
+                + (f"requests up to {highest_rate_text(medians, tag, ' req/s')}" if top is not None
+                   else "requests at no measured rate"))
         if tag != "default" and not base.empty:
             shared = [r for r in part.index if r in base.index]
             line += "; goodput against the default: " + ", ".join(
@@ -985,14 +994,16 @@ def slo_section(res: Results) -> list[Block]:
     if not res.slo:
         return blocks + [para("No SLO-study results (`results/slo/` is missing or empty): run "
                               "`bash slo_study.sh`.")]
-    if "slo" not in res.slo:
-        blocks.append(para("The study proper (`results/slo/`: the default, Strategy E and A, 2 runs "
-                           "per point, on one host in one session) is still to run: "
-                           "`bash slo_study.sh --offline`. The studies below came first."))
+    e_pending = ("Strategy E is built and tested on the CPU (the real vLLM scheduler, in process, "
+                 "and a CPU `vllm serve`) but has no GPU result yet.")
     if not any(run["config"]["tag"] == "paced" for runs_ in res.slo.values() for run in runs_):
-        blocks.append(para("Strategy E is built and tested on the CPU (the real vLLM scheduler, "
-                           "in process, and a CPU `vllm serve`) but has no GPU result yet: "
-                           "`bash slo_study.sh --offline` runs it against the default and A."))
+        blocks.append(para(e_pending + (" The study proper (`results/slo/`: the default, E and A, "
+                                        "2 runs per point, one host, one session) is still to run: "
+                                        "`bash slo_study.sh --offline`; the studies below came first."
+                                        if "slo" not in res.slo else "")))
+    elif "slo" not in res.slo:
+        blocks.append(para("The study proper (`results/slo/`) is still to run: "
+                           "`bash slo_study.sh --offline`."))
     for name in SLO_FOLDERS:
         if name in res.slo:
             blocks += slo_study_blocks(res, name)
@@ -1003,8 +1014,8 @@ def slo_summary(res: Results) -> list[str]:
     items = []
     for name, runs_ in res.slo.items():
         medians = res.slo_table(name)
-        tops = ", ".join(f"{variant_label(t)} {r:g}" if (r := highest_rate_meeting(medians, t)) is not None
-                         else f"{variant_label(t)} none" for t in medians["strategy"].unique())
+        tops = ", ".join(f"{variant_label(t)} {highest_rate_text(medians, t)}"
+                         for t in medians["strategy"].unique())
         line = f"{SLO_FOLDERS[name]}: highest rate (req/s) at >= 90% SLO attainment: {tops}"
         if unpaired_runs(runs_):
             line += "; not in lockstep, so these differences are not yet attributable to the policies"

@@ -69,6 +69,12 @@ def test_report_from_the_committed_results(tmp_path):
         assert "Caution:" not in study and "Single points near saturation are noisy" in study
         assert "Every miss was a TTFT miss" in study and "Server CPU, per run" in study
         assert "figures/slo_1gpu_attainment_goodput.png" in study
+        rates = {tag: [float(json.loads(f.read_text())["config"]["rate"]) for f in (results / "slo_1gpu").glob(f"{tag}_*.json")]
+                 for tag in ("default", "sjf")}
+        if max(rates["sjf"]) < max(rates["default"]):  # SJF's curve was cut short: said so
+            assert "(its highest measured rate)" in study
+    if not any(results.glob("slo*/paced_*.json")):  # Strategy E not measured yet: said, not hidden
+        assert "Strategy E is built and tested on the CPU" in slo and "no GPU result yet" in slo
 
     pdf = results / "report.pdf"
     assert pdf.read_bytes()[:4] == b"%PDF"
