@@ -906,19 +906,16 @@ def slo_limit_facts(runs_: list[dict[str, Any]], medians: pd.DataFrame) -> list[
                      "these loops faster.")
     for tag in medians["strategy"].unique():
         part = medians[medians["strategy"] == tag].sort_values("rate")
+        runs = int(part["runs"].min())
         rates, attain = list(part["rate"]), list(part["attainment"])
-        for i in range(len(rates)):
-            for j in range(i + 1, len(rates)):
-                if attain[j] - attain[i] >= 0.2 and part["runs"].min() < 3:
-                    facts.append(f"Single points near saturation are noisy: {variant_label(tag)} "
-                                 f"met the SLO for {attain[i]:.1%} at {rates[i]:g} req/s but "
-                                 f"{attain[j]:.1%} at the higher {rates[j]:g} req/s "
-                                 f"({int(part['runs'].min())} run per point). Ratios from one "
-                                 "run per point are indications, not results.")
-                    break
-            else:
-                continue
-            break
+        rise = next(((i, j) for i in range(len(rates)) for j in range(i + 1, len(rates))
+                     if attain[j] - attain[i] >= 0.2), None)  # attainment up by 20 points with the rate
+        if rise is not None and runs < 3:
+            i, j = rise
+            facts.append(f"Single points near saturation are noisy: {variant_label(tag)} met the "
+                         f"SLO for {attain[i]:.1%} at {rates[i]:g} req/s but {attain[j]:.1%} at the "
+                         f"higher {rates[j]:g} req/s ({runs} run{'s' if runs > 1 else ''} per "
+                         "point). Ratios from one run per point are indications, not results.")
     return facts
 
 

@@ -183,24 +183,16 @@ class GpuUtilSampler(PeriodicSampler):
     """``utilization.gpu`` of the server's GPU from nvidia-smi (no CUDA context), every 0.5 s.
 
     The share of time a kernel ran: with the server's GPU far from 100% at a saturating load,
-    the limit is elsewhere (the front end, the scheduler). Only samples taken while load runs
-    count (``start_load`` .. ``end_load``, set from the client's output): the client's own
-    start-up (about 20 s, GPU idle) would otherwise halve the figure. Absent nvidia-smi, it
-    records nothing.
+    the limit is elsewhere (the front end, the scheduler). ``report`` averages the samples of a
+    time window (``LoadWindow``: while load runs; the client's own start-up, about 20 s with
+    the GPU idle, would otherwise halve the figure). Absent nvidia-smi, it records nothing.
     """
 
     def __init__(self, gpu_index: str, interval_s: float = 0.5) -> None:
         super().__init__(interval_s)
         self.gpu_index = gpu_index
         self.samples: list[tuple[float, float]] = []
-        self.load_window: list[float | None] = [None, None]
         self.available = shutil.which("nvidia-smi") is not None
-
-    def start_load(self) -> None:
-        self.load_window = [time.monotonic(), None]
-
-    def end_load(self) -> None:
-        self.load_window[1] = time.monotonic()
 
     def sample(self) -> None:
         if not self.available:
@@ -213,8 +205,9 @@ class GpuUtilSampler(PeriodicSampler):
         except (OSError, subprocess.SubprocessError, IndexError, ValueError):
             pass
 
-    def report(self) -> dict[str, Any] | None:
-        start, end = self.load_window
+    def report(self, start: float | None = None, end: float | None = None) -> dict[str, Any] | None:
+        """Mean and median of the samples taken in [start, end] (open ends: every sample);
+        ``window`` says "load" when a start was given, else "client" (the client's whole life)."""
         values = [v for t, v in self.samples
                   if (start is None or t >= start) and (end is None or t <= end)]
         if not values:
@@ -229,8 +222,8 @@ class LoadWindow:
     are measured over it, not over the client's start-up and wrap-up, when the server idles.
 
     Until ``start`` is called (the client's "load starts" line), the window opens when this
-    object is made, so a client that never prints the line still gets a reading (GPU samples
-    then say ``window: client``). ``end`` counts once.
+    object is made, so a client that never prints the line still gets a reading (the GPU's
+    then covers every sample: ``window: client``). ``end`` counts once.
     """
 
     def __init__(self, pgid: int, gpu: GpuUtilSampler) -> None:
@@ -239,20 +232,21 @@ class LoadWindow:
         self.cpu_start, self.t_start = group_cpu_seconds(pgid), time.monotonic()
         self.cpu_end: dict[int, tuple[str, float]] = {}
         self.t_end = 0.0
-        self.ended = False
+        self.started = self.ended = False
 
     def start(self) -> None:
-        self.cpu_start, self.t_start = group_cpu_seconds(self.pgid), time.monotonic()
-        self.gpu.start_load()
+        self.cpu_start, self.t_start, self.started = group_cpu_seconds(self.pgid), time.monotonic(), True
 
     def end(self) -> None:
         if self.ended:
             return
         self.cpu_end, self.t_end, self.ended = group_cpu_seconds(self.pgid), time.monotonic(), True
-        self.gpu.end_load()
 
     def server_cpu(self) -> list[dict[str, Any]]:
         return server_cpu_load(self.cpu_start, self.cpu_end, self.t_end - self.t_start)
+
+    def gpu_util(self) -> dict[str, Any] | None:
+        return self.gpu.report(self.t_start, self.t_end) if self.started else self.gpu.report()
 
 
 class LockstepBarrier:
@@ -767,7 +761,7 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
                 window.end()  # no effect if the client printed its result
             host["after"] = host_activity(server.process.pid)
             host["server_cpu"] = window.server_cpu()
-            host["gpu_util"] = gpu.report()
+            host["gpu_util"] = window.gpu_util()
             if not server.alive():
                 raise server.died("during the benchmark")
             time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
