@@ -454,6 +454,10 @@ def _variant_order(tag: str) -> tuple[int, str]:
     return (_strategy_order(base)[0], tag)
 
 
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text is not None else None
+
+
 def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per run: the strategy variant (tag), rate, SLO attainment and goodput recomputed
     from the per-request data, and the usual latency/throughput summary."""
@@ -465,6 +469,7 @@ def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
         slo = parse_slo(cfg.get("goodput"))
         detail = unpack_detail(run["client"]["detail_npz_b64"])
         attained = slo_attainment(detail, slo, cfg["warmup_fraction"])
+        policy = ((run.get("engine") or {}).get("scheduler_counts_this_run") or {}).get("policy", {})
         rows.append({
             "strategy": cfg["tag"], "rate": cfg["rate"], "run": cfg["run"], "file": run["_file"],
             "slo": cfg.get("goodput") or "ttft:500 tpot:50",
@@ -475,8 +480,10 @@ def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
             "TTFT P50 (ms)": summary["ttft_ms"]["p50"], "ITL P50 (ms)": summary["itl_ms"]["p50"],
             THROUGHPUT: summary["output_throughput_tok_s"],
             "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
-            "stall guard steps": ((run.get("engine") or {}).get("scheduler_counts_this_run") or {})
-            .get("policy", {}).get("stall_guard_steps"),
+            "stall guard steps": policy.get("stall_guard_steps"),
+            "pace guard steps": policy.get("pace_guard_steps"),
+            "peak running": ((run.get("engine") or {}).get("metrics") or {}).get("peak_num_requests_running"),
+            "seq cap": _int_or_none(server_flag(cfg.get("server_args") or "", "--max-num-seqs")),
             "GPU util window": ((run.get("host") or {}).get("gpu_util") or {}).get("window"),
             **host_load_columns(run),
         })
@@ -502,6 +509,8 @@ def slo_medians(runs: pd.DataFrame) -> pd.DataFrame:
     columns += [c for c in MISSED_COLUMNS + HOST_COLUMNS if c in runs and runs[c].notna().any()]
     grouped = runs.groupby(["strategy", "rate"])
     table = grouped[columns].median()
+    table["attainment min"] = grouped["attainment"].min()
+    table["attainment max"] = grouped["attainment"].max()
     table["runs"] = grouped.size()
     table = table.reset_index()
     table["rate"] = table["rate"].astype(float)
@@ -539,15 +548,46 @@ def slo_target_check(medians: pd.DataFrame, challenger: str = "slo",
     return pd.DataFrame(rows)
 
 
+def attainment_range(medians: pd.DataFrame) -> pd.Series:
+    """'47.9-94.3%' per row: the runs' lowest and highest attainment (one value for one run)."""
+    return medians.apply(lambda r: f"{r['attainment min']:.1%}" if r["runs"] < 2 else
+                         f"{r['attainment min'] * 100:.1f}-{r['attainment max']:.1%}", axis=1)
+
+
+def missing_reference_note(medians: pd.DataFrame, baseline: str = "default") -> str | None:
+    """Why a study with the baseline and a challenger has no target check: the baseline met the
+    SLO for 90% of requests at no measured rate, so the issue's reference point does not exist."""
+    base = medians[medians["strategy"] == baseline]
+    challengers = set(medians["strategy"]) & set(SLO_CHALLENGERS)
+    if base.empty or not challengers or (base["attainment"] >= SLO_TARGET_ATTAINMENT).any():
+        return None
+    best = base.loc[base["attainment"].idxmax()]
+    return (f"No target check: its reference point is the highest rate at which the default "
+            f"meets the SLO for >= {SLO_TARGET_ATTAINMENT:.0%} of requests, and here the "
+            f"default's median attainment stayed below that at every measured rate (best: "
+            f"{best['attainment']:.1%} at {best['rate']:g} req/s). Goodput ratios at every rate "
+            "are in REPORT.md.")
+
+
 def plot_slo(medians: pd.DataFrame, slo: str, figures: Path, prefix: str = "slo",
-             budgets: pd.DataFrame | None = None) -> list[Path]:
+             budgets: pd.DataFrame | None = None, runs: pd.DataFrame | None = None) -> list[Path]:
     """Attainment and goodput vs rate; P99 TTFT vs P99 ITL across strategies (one point a rate)
-    and, beside it when Task 2 results exist, across token budgets (the default scheduler)."""
+    and, beside it when Task 2 results exist, across token budgets (the default scheduler).
+    With several runs per point, each run is drawn too (small crosses): the median alone would
+    hide how far runs of one configuration land apart."""
     figures.mkdir(parents=True, exist_ok=True)
     fig, (ax_att, ax_good) = plt.subplots(1, 2, figsize=(11, 4))
+    several = runs is not None and medians["runs"].max() > 1
     for tag, part in medians.groupby("strategy", sort=False):
-        ax_att.plot(part["rate"], part["attainment"] * 100, marker="o", label=variant_label(tag))
+        line, = ax_att.plot(part["rate"], part["attainment"] * 100, marker="o", label=variant_label(tag))
         ax_good.plot(part["rate"], part["goodput (req/s)"], marker="o", label=variant_label(tag))
+        if several:
+            each = runs[runs["strategy"] == tag]
+            for ax, column, scale in ((ax_att, "attainment", 100), (ax_good, "goodput (req/s)", 1)):
+                ax.scatter(each["rate"].astype(float), each[column] * scale, marker="x", s=22,
+                           color=line.get_color(), alpha=0.7)
+    if several:
+        ax_att.set_title("lines: median over runs; crosses: each run", fontsize=9)
     ax_att.axhline(SLO_TARGET_ATTAINMENT * 100, color="grey", linestyle="--", linewidth=1)
     ax_att.set_ylabel("requests meeting the SLO (%)")
     ax_good.set_ylabel("goodput (requests/s meeting the SLO)")
@@ -679,6 +719,9 @@ def slo_section(results_dir: Path, folder_name: str = "slo",
     for column in ("attainment",) + MISSED_COLUMNS:
         if column in shown:
             shown[column] = shown[column].map(lambda v: f"{v:.1%}")
+    if shown["runs"].max() > 1:  # the runs' spread beside their median
+        shown.insert(shown.columns.get_loc("attainment") + 1, "attainment range", attainment_range(medians))
+    shown = shown.drop(columns=["attainment min", "attainment max"])
     lines += [shown.round(2).to_markdown(index=False), ""]
     note = gpu_window_note(loaded)
     if note:
@@ -690,7 +733,10 @@ def slo_section(results_dir: Path, folder_name: str = "slo",
                       "ratio >= 1.2 and throughput ratio >= 0.95 wanted; at the first point the "
                       "ratio is at most 1 / 0.9 = 1.11 by construction):", "",
                       check.round(3).to_markdown(index=False), ""]
-    figures = plot_slo(medians, slo, results_dir / "figures", folder_name, budgets)
+    reference_note = missing_reference_note(medians)
+    if reference_note:
+        lines += [reference_note, ""]
+    figures = plot_slo(medians, slo, results_dir / "figures", folder_name, budgets, runs)
     lines += [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
     return "\n".join(lines)
 

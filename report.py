@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from lab_metrics import unpack_detail
 from plot_results import (
     MIB,
     SLO_CHALLENGERS,
@@ -34,8 +36,9 @@ from plot_results import (
     THROUGHPUT,
     THROUGHPUT_SPREAD,
     _rate_order,
-    _strategy_order,
     _run_detail,
+    _strategy_order,
+    attainment_range,
     date_range,
     gpu_count,
     host_condition,
@@ -43,6 +46,7 @@ from plot_results import (
     load_label,
     load_runs,
     meta_field,
+    missing_reference_note,
     provenance_line,
     server_flag,
     slo_medians,
@@ -185,6 +189,7 @@ class Results:
     task2: list[dict[str, Any]]
     task3: list[dict[str, Any]]
     slo: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _slo_runs: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
     _slo_medians: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -195,11 +200,17 @@ class Results:
                    load_runs(folder / "task2"), load_runs(folder / "task3"),
                    {name: runs for name, runs in studies.items() if runs})
 
+    def slo_run_table(self, name: str) -> pd.DataFrame:
+        """One SLO study's per-run rows; computed once, since it unpacks every run's per-request
+        arrays."""
+        if name not in self._slo_runs:
+            self._slo_runs[name] = slo_runs(self.slo[name])
+        return self._slo_runs[name]
+
     def slo_table(self, name: str) -> pd.DataFrame:
-        """One SLO study's medians per strategy and rate; computed once, since it unpacks every
-        run's per-request arrays."""
+        """One SLO study's medians per strategy and rate."""
         if name not in self._slo_medians:
-            self._slo_medians[name] = slo_medians(slo_runs(self.slo[name]))
+            self._slo_medians[name] = slo_medians(self.slo_run_table(name))
         return self._slo_medians[name]
 
     def newest_date(self) -> datetime | None:
@@ -919,6 +930,87 @@ def slo_limit_facts(runs_: list[dict[str, Any]], medians: pd.DataFrame) -> list[
     return facts
 
 
+def send_offset_gap_ms(files: list[str], folder: Path) -> float:
+    """Largest difference, over requests, between two runs' send times (each from its run's first
+    request): near zero when the runs replayed the same arrivals."""
+    offsets = []
+    for name in files:
+        run = json.loads((folder / name).read_text())
+        starts = np.asarray(unpack_detail(run["client"]["detail_npz_b64"])["start_times"], dtype=float)
+        offsets.append(np.sort(starts) - starts.min())
+    if len({len(o) for o in offsets}) != 1:
+        return math.inf
+    return float(max(np.abs(o - offsets[0]).max() for o in offsets) * 1000)
+
+
+def slo_spread_facts(runs: pd.DataFrame, medians: pd.DataFrame, folder: Path) -> list[str]:
+    """How far runs of one configuration land apart, next to the arrivals they replayed: the
+    yardstick for any difference between strategies in the same study."""
+    multi = medians[medians["runs"] > 1]
+    if multi.empty:
+        return []
+    spread = multi["attainment max"] - multi["attainment min"]
+    worst = multi.loc[spread.idxmax()]
+    same = runs[(runs["strategy"] == worst["strategy"]) & (runs["rate"].astype(float) == worst["rate"])]
+    gap = send_offset_gap_ms(list(same["file"]), folder)
+    arrivals = (f"they sent the same prompts at the same offsets, within {gap:.0f} ms"
+                if gap < 50 else "their request send times differed")
+    return [(f"Runs of one configuration differ widely: attainment differed by up to "
+            f"{spread.max() * 100:.1f} points between runs ({variant_label(worst['strategy'])} at "
+            f"{worst['rate']:g} req/s: {worst['attainment min']:.1%} and "
+            f"{worst['attainment max']:.1%}; {arrivals}), and by 20 points or more at "
+            f"{int((spread >= 0.2).sum())} of {len(multi)} points. A difference between strategies "
+            "smaller than that is not a result of this study.")]
+
+
+def slo_cap_facts(runs: pd.DataFrame, output_len: str | None) -> list[str]:
+    """Whether a run's running set filled up to the sequence cap, against its attainment: what
+    separates the runs that meet the SLO from those that do not."""
+    have = runs.dropna(subset=["peak running", "seq cap"])
+    at_cap = have[have["peak running"] >= have["seq cap"]]
+    below = have[have["peak running"] < have["seq cap"]]
+    if at_cap.empty or below.empty:
+        return []
+
+    def spread(part: pd.DataFrame) -> str:
+        a = part["attainment"]
+        return f"median {a.median():.1%}, {a.min():.1%}-{a.max():.1%}"
+
+    rho = spearman(list(have["peak running"]), list(have["attainment"]))
+    cap = int(have["seq cap"].max())
+    return [(f"Whether the running set filled up separates the runs: in the {len(at_cap)} runs "
+            f"whose running requests reached the {cap}-sequence cap (server `/metrics`, sampled "
+            f"every 0.25 s) attainment was {spread(at_cap)}; in the {len(below)} that stayed "
+            f"below it, {spread(below)} (Spearman rho between a run's peak running count and its "
+            f"attainment: {rho:.2f}). At the cap an arriving request waits for a running one to "
+            f"finish{f' its {output_len} output tokens' if output_len else ''}, so its TTFT grows "
+            "with the queue. The spread between runs is what a server at that tipping point "
+            "would show: small timing differences decide which way a run goes.")]
+
+
+def pace_guard_facts(runs: pd.DataFrame, medians: pd.DataFrame) -> list[str]:
+    """Where Strategy E's guard never fired, E planned every step as Strategy A: there the
+    difference between the two is run-to-run variance, not the guard."""
+    paced = runs[runs["strategy"] == "paced"].dropna(subset=["pace guard steps"])
+    if paced.empty:
+        return []
+    fired = paced[paced["pace guard steps"] > 0]
+    idle_rates = sorted({float(r) for r in paced["rate"]} - {float(r) for r in fired["rate"]})
+    line = (f"Strategy E's guard fired in {len(fired)} of {len(paced)} runs"
+            + (f" (at {', '.join(f'{r:g}' for r in sorted({float(r) for r in fired['rate']}))} req/s, "
+               f"{int(fired['pace guard steps'].min())}-{int(fired['pace guard steps'].max())} "
+               "guard steps a run)" if not fired.empty else ""))
+    by_rate = medians.set_index(["strategy", "rate"])["attainment"]
+    compared = [r for r in idle_rates if ("prefill-first", r) in by_rate.index]
+    if compared:
+        line += (f". At {', '.join(f'{r:g}' for r in compared)} req/s it never fired, so E planned "
+                 "every step as Strategy A does there, and their attainment ("
+                 + "; ".join(f"{by_rate['paced', r]:.1%} vs {by_rate['prefill-first', r]:.1%}"
+                             for r in compared)
+                 + ") differs by the variance between runs, not by the guard")
+    return [line + "."]
+
+
 def highest_rate_meeting(medians: pd.DataFrame, tag: str) -> float | None:
     part = medians[(medians["strategy"] == tag) & (medians["attainment"] >= SLO_TARGET_ATTAINMENT)]
     return float(part["rate"].max()) if not part.empty else None
@@ -972,7 +1064,11 @@ def slo_study_blocks(res: Results, name: str) -> list[Block]:
                      "ITL P99 (ms)", THROUGHPUT, "runs"]].copy()
     shown["strategy"] = shown["strategy"].map(variant_label)
     shown["attainment"] = shown["attainment"].map(lambda v: f"{v:.1%}")
-    blocks.append(table(shown.round(2), widths=(3.2, 0.8, 1.1, 1.1, 1.1, 1.1, 1.2, 0.7)))
+    widths: tuple[float, ...] = (3.2, 0.8, 1.1, 1.1, 1.1, 1.1, 1.2, 0.7)
+    if medians["runs"].max() > 1:  # each point's runs, lowest to highest, beside the median
+        shown.insert(3, "runs' range", attainment_range(medians))
+        widths = (2.9, 0.6, 1.0, 1.2, 1.0, 1.0, 1.0, 1.1, 0.6)
+    blocks.append(table(shown.round(2), widths=widths))
     for challenger in SLO_CHALLENGERS:
         check = slo_target_check(medians, challenger=challenger)
         if not check.empty:
@@ -980,9 +1076,17 @@ def slo_study_blocks(res: Results, name: str) -> list[Block]:
                             "(wanted: goodput ratio >= 1.2 and throughput ratio >= 0.95 at both "
                             "points; at the first the ratio cannot exceed 1 / 0.9 = 1.11):"),
                        table(check.round(3))]
+    reference_note = missing_reference_note(medians)
+    if reference_note:
+        blocks.append(para(reference_note.replace(" Goodput ratios at every rate are in REPORT.md.",
+                                                  " Goodput ratios at every rate are below.")))
+    runs = res.slo_run_table(name)
     blocks += [image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate"),
                image(res.folder, f"{name}_tradeoff.png", "P99 TTFT vs P99 ITL"),
-               bullets(slo_facts(medians) + slo_limit_facts(runs_, medians))]
+               bullets(slo_facts(medians) + slo_limit_facts(runs_, medians)
+                       + slo_spread_facts(runs, medians, res.folder / name)
+                       + slo_cap_facts(runs, server_flag(cfg.get("bench_args") or "", "--random-output-len"))
+                       + pace_guard_facts(runs, medians))]
     return blocks
 
 
@@ -1016,6 +1120,10 @@ def slo_summary(res: Results) -> list[str]:
         line = f"{SLO_FOLDERS[name]}: highest rate (req/s) at >= 90% SLO attainment: {tops}"
         if unpaired_runs(runs_):
             line += "; not in lockstep, so these differences are not yet attributable to the policies"
+        spread = (medians["attainment max"] - medians["attainment min"]).max()
+        if spread >= 0.2:  # the study's own noise floor outweighs the differences it ranks
+            line += (f"; but two runs of one configuration differed by up to {spread * 100:.1f} "
+                     "points of attainment, so this ranking is within the noise")
         items.append(line + ".")
     return items
 

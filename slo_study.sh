@@ -17,24 +17,24 @@
 # sweep_lib.sh): list the two to compare first.
 #
 #   --strategies "default paced prefill-first" [STRATEGIES]
-#   --rates "36 40 44 48 52" [RATES]
+#   --rates "36 40 44 48" [RATES]
 #   --slo "ttft:500 tpot:50" [SLO]   --runs 2 [RUNS]   --num-prompts 600 [NUM_PROMPTS]
 #   --input-len 1024 [INPUT_LEN]   --output-len 256 [OUTPUT_LEN]   --seed 42 [SEED]
 #   --max-num-batched-tokens 2048 [MNBT]   --max-num-seqs 256 [MAX_NUM_SEQS]
 #   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]   --timeout-s 30 [TIMEOUT_S]
 #   --model M [MODEL]   --dummy-weights   --offline   --server-extra "..." [SERVER_EXTRA]
 #   --out-dir results/slo [OUT_DIR]   --force --dry-run --no-plot   --gpus "0 1" [GPUS]
-# The defaults fit one 30-minute lease of one H200: from the single-GPU study (server start
-# 60-140 s, about 45 s a run including the client's 20 s start-up), 3 strategies x 5 rates x 2
-# runs take about 27 minutes. They compare Strategy E with the default and A, at the rates where
-# the default stopped meeting the SLO (44-48 req/s there). Strategies C, D and SJF ran in that
-# study (results/slo); add them with --strategies. On this fixed-length load SJF admits in
-# arrival order, like the default.
+# The defaults fit one 30-minute lease of one H200: they are the study proper as it ran there
+# (results/slo): 3 strategies x 4 rates x 2 runs in 26.5 minutes (server start 62-140 s, about
+# 55 s a run including the client's 20 s start-up). They compare Strategy E with the default and
+# A, at the rates where the default stopped meeting the SLO in the earlier rounds. Strategies C,
+# D and SJF ran in the single-GPU round (results/slo_1gpu); add them with --strategies. On this
+# fixed-length load SJF admits in arrival order, like the default.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
 
 STRATEGIES="${STRATEGIES:-default paced prefill-first}"
-RATES="${RATES:-36 40 44 48 52}"
+RATES="${RATES:-36 40 44 48}"
 SLO="${SLO:-ttft:500 tpot:50}"
 RUNS="${RUNS:-2}"
 NUM_PROMPTS="${NUM_PROMPTS:-600}"
