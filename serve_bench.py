@@ -65,7 +65,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -95,8 +95,12 @@ class HarnessError(RuntimeError):
     """A failure the user can act on; the message says what and where the log is."""
 
 
-def log(message: str) -> None:
-    print(f"[serve_bench] {message}", flush=True)
+def log(message: str, stream: TextIO | None = None) -> None:
+    """One progress line, written in one piece: with several harnesses sharing a console (one
+    per GPU), ``print``'s separate writes of text and newline could run two lines together."""
+    out = stream or sys.stdout
+    out.write(f"[serve_bench] {message}\n")
+    out.flush()
 
 
 def rate_label(rate: str) -> str:
@@ -839,11 +843,10 @@ def main(argv: list[str]) -> int:
     try:
         return run_config(args)
     except HarnessError as err:
-        print(f"[serve_bench] error: {err}", file=sys.stderr, flush=True)
+        log(f"error: {err}", sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("[serve_bench] interrupted; the server was stopped, finished runs are kept",
-              file=sys.stderr, flush=True)
+        log("interrupted; the server was stopped, finished runs are kept", sys.stderr)
         return 130
 
 

@@ -307,3 +307,23 @@ def test_task2_table_takes_the_median_over_runs():
     table = plot_results.task2_table(runs)
     assert table.loc[0, "TTFT P50 (ms)"] == 3.0 and table.loc[0, "runs"] == 3
     assert table.loc[0, "Throughput (tok/s)"] == 30.0
+
+
+def test_progress_lines_of_parallel_harnesses_stay_whole():
+    """Harnesses on two GPUs share one console; each progress line must reach it in one piece,
+    or a reader counting lines (e.g. "starting the server") sees two lines run together."""
+    import subprocess
+
+    writer = ("import serve_bench as sb, sys\n"
+              "for i in range(3000):\n"
+              "    sb.log(f'{sys.argv[1]}: line {i} ' + 'x' * 60)\n")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.path.dirname(sb.__file__)}
+    read_fd, write_fd = os.pipe()
+    procs = [subprocess.Popen([sys.executable, "-c", writer, name], stdout=write_fd, env=env)
+             for name in ("gpu0", "gpu1")]
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        lines = pipe.read().splitlines()
+    assert [p.wait() for p in procs] == [0, 0]
+    pattern = re.compile(r"\[serve_bench\] gpu[01]: line \d+ x{60}")
+    assert len(lines) == 6000 and all(pattern.fullmatch(line) for line in lines)
