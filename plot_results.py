@@ -554,9 +554,10 @@ def attainment_range(medians: pd.DataFrame) -> pd.Series:
                          f"{r['attainment min'] * 100:.1f}-{r['attainment max']:.1%}", axis=1)
 
 
-def missing_reference_note(medians: pd.DataFrame, baseline: str = "default") -> str | None:
+def missing_reference_note(medians: pd.DataFrame, ratios_at: str, baseline: str = "default") -> str | None:
     """Why a study with the baseline and a challenger has no target check: the baseline met the
-    SLO for 90% of requests at no measured rate, so the issue's reference point does not exist."""
+    SLO for 90% of requests at no measured rate, so the issue's reference point does not exist.
+    ``ratios_at`` says where the reader finds the goodput ratios instead."""
     base = medians[medians["strategy"] == baseline]
     challengers = set(medians["strategy"]) & set(SLO_CHALLENGERS)
     if base.empty or not challengers or (base["attainment"] >= SLO_TARGET_ATTAINMENT).any():
@@ -566,7 +567,7 @@ def missing_reference_note(medians: pd.DataFrame, baseline: str = "default") -> 
             f"meets the SLO for >= {SLO_TARGET_ATTAINMENT:.0%} of requests, and here the "
             f"default's median attainment stayed below that at every measured rate (best: "
             f"{best['attainment']:.1%} at {best['rate']:g} req/s). Goodput ratios at every rate "
-            "are in REPORT.md.")
+            f"are {ratios_at}.")
 
 
 def plot_slo(medians: pd.DataFrame, slo: str, figures: Path, prefix: str = "slo",
@@ -733,7 +734,7 @@ def slo_section(results_dir: Path, folder_name: str = "slo",
                       "ratio >= 1.2 and throughput ratio >= 0.95 wanted; at the first point the "
                       "ratio is at most 1 / 0.9 = 1.11 by construction):", "",
                       check.round(3).to_markdown(index=False), ""]
-    reference_note = missing_reference_note(medians)
+    reference_note = missing_reference_note(medians, ratios_at="in REPORT.md")
     if reference_note:
         lines += [reference_note, ""]
     figures = plot_slo(medians, slo, results_dir / "figures", folder_name, budgets, runs)

@@ -988,6 +988,10 @@ def slo_cap_facts(runs: pd.DataFrame, output_len: str | None) -> list[str]:
             "would show: small timing differences decide which way a run goes.")]
 
 
+def rates_text(rates: list[float]) -> str:
+    return ", ".join(f"{r:g}" for r in rates)
+
+
 def pace_guard_facts(runs: pd.DataFrame, medians: pd.DataFrame) -> list[str]:
     """Where Strategy E's guard never fired, E planned every step as Strategy A: there the
     difference between the two is run-to-run variance, not the guard."""
@@ -995,15 +999,17 @@ def pace_guard_facts(runs: pd.DataFrame, medians: pd.DataFrame) -> list[str]:
     if paced.empty:
         return []
     fired = paced[paced["pace guard steps"] > 0]
-    idle_rates = sorted({float(r) for r in paced["rate"]} - {float(r) for r in fired["rate"]})
-    line = (f"Strategy E's guard fired in {len(fired)} of {len(paced)} runs"
-            + (f" (at {', '.join(f'{r:g}' for r in sorted({float(r) for r in fired['rate']}))} req/s, "
-               f"{int(fired['pace guard steps'].min())}-{int(fired['pace guard steps'].max())} "
-               "guard steps a run)" if not fired.empty else ""))
+    fired_rates = sorted(set(fired["rate"].astype(float)))
+    line = f"Strategy E's guard fired in {len(fired)} of {len(paced)} runs"
+    if fired_rates:
+        steps = fired["pace guard steps"]
+        line += (f" (at {rates_text(fired_rates)} req/s, {int(steps.min())}-{int(steps.max())} "
+                 "guard steps a run)")
     by_rate = medians.set_index(["strategy", "rate"])["attainment"]
-    compared = [r for r in idle_rates if ("prefill-first", r) in by_rate.index]
+    compared = [r for r in sorted(set(paced["rate"].astype(float)) - set(fired_rates))
+                if ("prefill-first", r) in by_rate.index]
     if compared:
-        line += (f". At {', '.join(f'{r:g}' for r in compared)} req/s it never fired, so E planned "
+        line += (f". At {rates_text(compared)} req/s it never fired, so E planned "
                  "every step as Strategy A does there, and their attainment ("
                  + "; ".join(f"{by_rate['paced', r]:.1%} vs {by_rate['prefill-first', r]:.1%}"
                              for r in compared)
@@ -1076,10 +1082,9 @@ def slo_study_blocks(res: Results, name: str) -> list[Block]:
                             "(wanted: goodput ratio >= 1.2 and throughput ratio >= 0.95 at both "
                             "points; at the first the ratio cannot exceed 1 / 0.9 = 1.11):"),
                        table(check.round(3))]
-    reference_note = missing_reference_note(medians)
+    reference_note = missing_reference_note(medians, ratios_at="below")
     if reference_note:
-        blocks.append(para(reference_note.replace(" Goodput ratios at every rate are in REPORT.md.",
-                                                  " Goodput ratios at every rate are below.")))
+        blocks.append(para(reference_note))
     runs = res.slo_run_table(name)
     blocks += [image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate"),
                image(res.folder, f"{name}_tradeoff.png", "P99 TTFT vs P99 ITL"),

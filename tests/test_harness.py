@@ -6,7 +6,10 @@ import math
 import os
 import re
 import socket
+import subprocess
 import sys
+import threading
+import time
 from typing import Callable
 
 import pandas as pd
@@ -163,7 +166,6 @@ def test_existing_results_are_skipped_and_dry_run_prints_commands(tmp_path, caps
 
 def test_a_restarted_server_appends_to_its_log(tmp_path):
     """A resumed sweep starts the server again; the first start's log must survive."""
-    import os
 
     log_path = tmp_path / "logs" / "x_server.log"
     for word in ("first", "second"):
@@ -178,7 +180,6 @@ def test_a_restarted_server_appends_to_its_log(tmp_path):
 def test_other_servers_are_counted_but_not_clients_or_our_own(tmp_path):
     """`vllm serve` in another process group counts; `vllm bench serve` (a client) and our own
     server's group do not."""
-    import subprocess
 
     fake = tmp_path / "vllm"
     fake.write_text("#!/bin/sh\nsleep 30\n")
@@ -197,8 +198,6 @@ def test_other_servers_are_counted_but_not_clients_or_our_own(tmp_path):
 
 def test_server_cpu_load_reads_a_busy_process_group():
     """A child spinning in its own process group shows up with its CPU time; the busiest first."""
-    import subprocess
-    import time
 
     spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"],
                             start_new_session=True)
@@ -223,7 +222,6 @@ class _ScriptedGpu(sb.GpuUtilSampler):
         self.available, self.busy = True, busy
 
     def sample(self) -> None:
-        import time
         self.samples.append((time.monotonic(), self.busy()))
 
 
@@ -231,8 +229,6 @@ def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
     """A client that idles 1 s (its start-up), sends for 1 s, then wraps up for 1 s, against a
     server that spins only while load runs: over the load window the server uses about one core
     and the GPU reads busy; over the client's whole life both would read about a third."""
-    import subprocess
-    import time
 
     t0 = time.monotonic()
     server = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(1.0)\nt = time.time()\n"
@@ -262,8 +258,6 @@ def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_
     """Two parties: the one that arrives first waits for the other; a run the other skipped
     (result already there) or any run after it left costs no wait; alone, a run starts after
     the timeout and says so."""
-    import threading
-    import time
 
     a = sb.LockstepBarrier(tmp_path / "sync", 2, "a", timeout_s=30.0)
     b = sb.LockstepBarrier(tmp_path / "sync", 2, "b", timeout_s=30.0)
@@ -285,8 +279,6 @@ def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_
 
 def test_sweeps_on_several_gpus_run_in_lockstep_waves(tmp_path):
     """Three budgets on two GPUs: a wave of two, then a wave of one; LOCKSTEP=0 turns it off."""
-    import os
-    import subprocess
 
     command = ["bash", str(sb.ROOT / "task2.sh"), "--dry-run", "--values", "64 128 256",
                "--model", "models/tiny-qwen3", "--dummy-weights", "--out-dir", str(tmp_path)]
@@ -312,7 +304,6 @@ def test_task2_table_takes_the_median_over_runs():
 def test_progress_lines_of_parallel_harnesses_stay_whole():
     """Harnesses on two GPUs share one console; each progress line must reach it in one piece,
     or a reader counting lines (e.g. "starting the server") sees two lines run together."""
-    import subprocess
 
     writer = ("import serve_bench as sb, sys\n"
               "for i in range(3000):\n"

@@ -70,7 +70,8 @@ def test_report_from_the_committed_results(tmp_path):
         assert "Caution:" not in study and "Single points near saturation are noisy" in study
         assert "Every miss was a TTFT miss" in study and "Server CPU, per run" in study
         assert "figures/slo_1gpu_attainment_goodput.png" in study
-        rates = {tag: [float(json.loads(f.read_text())["config"]["rate"]) for f in (results / "slo_1gpu").glob(f"{tag}_*.json")]
+        rates = {tag: [float(json.loads(f.read_text())["config"]["rate"])
+                       for f in (results / "slo_1gpu").glob(f"{tag}_*.json")]
                  for tag in ("default", "sjf")}
         if max(rates["sjf"]) < max(rates["default"]):  # SJF's curve was cut short: said so
             assert "(its highest measured rate)" in study
@@ -211,7 +212,7 @@ def test_a_study_without_the_reference_point_says_why_there_is_no_target_check()
                 for rate, a in zip((36.0, 40.0), values)]
         return pd.DataFrame(rows)
 
-    note = plot_results.missing_reference_note(medians([0.711, 0.881]))
+    note = plot_results.missing_reference_note(medians([0.711, 0.881]), ratios_at="below")
     assert note is not None and "best: 88.1% at 40 req/s" in note
-    assert plot_results.missing_reference_note(medians([0.95, 0.5])) is None
+    assert plot_results.missing_reference_note(medians([0.95, 0.5]), ratios_at="below") is None
     assert not plot_results.slo_target_check(medians([0.711, 0.881]), challenger="paced").size
