@@ -1,0 +1,210 @@
+"""What a new user meets first (issue #15): help, clear errors, set-up scripts, the offline kit.
+
+Everything here runs the real scripts in subprocesses, on a CPU, in seconds: no install and no
+server is started (run_tests.sh in its dry run, run_lab.sh only where it must stop first).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK1 = ROOT / "task1_vllm_vs_hf.py"
+KIT = ROOT / "offline_gpu"
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 60,
+        cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in its own process group, which a timeout ends whole: a script that wrongly went
+    on to install must not leave its pip behind."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"{cmd} still running after {timeout} s")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def has_gpu() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return listing.returncode == 0 and "GPU " in listing.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# run_lab.sh
+# --------------------------------------------------------------------------------------------
+def test_run_lab_help_is_the_header_comment_only():
+    done = run(["bash", "run_lab.sh", "--help"])
+    assert done.returncode == 0
+    assert "bash run_lab.sh --offline" in done.stdout
+    assert "set -euo" not in done.stdout
+    assert not any(line.startswith("#") for line in done.stdout.splitlines())
+
+
+@pytest.mark.skipif(has_gpu(), reason="this machine has a GPU: run_lab.sh would run the lab")
+def test_run_lab_stops_before_installing_anything_without_a_gpu(tmp_path):
+    venv = tmp_path / "venv"
+    done = run(["bash", "run_lab.sh", "--offline"], env={"LAB3_VENV": str(venv)})
+    assert done.returncode != 0
+    assert "no CUDA GPU visible" in done.stderr
+    assert not venv.exists()  # nothing was installed
+
+
+# --------------------------------------------------------------------------------------------
+# task1_vllm_vs_hf.py
+# --------------------------------------------------------------------------------------------
+def test_task1_help_keeps_the_line_breaks_of_its_examples():
+    done = run([sys.executable, str(TASK1), "--help"])
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "--model models/tiny-qwen3" in line)
+    assert lines[first].endswith("\\")
+    assert lines[first + 1].strip().startswith("--dummy-weights")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("/nonexistent", "model folder /nonexistent does not exist"),
+    ("EMPTY", "has no config.json"),
+])
+def test_task1_unusable_model_is_a_one_line_error(tmp_path, model, message):
+    if model == "EMPTY":
+        model = str(tmp_path / "empty-model")
+        Path(model).mkdir()
+    out = tmp_path / "t1.json"
+    done = run([sys.executable, str(TASK1), "--methods", "hf-serial", "--device", "cpu",
+                "--model", model, "--out", str(out)])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("task1_vllm_vs_hf.py: error: ")
+    assert message in lines[0]
+    assert not out.exists()
+
+
+def test_task1_missing_prompts_file_is_a_one_line_error(tmp_path):
+    done = run([sys.executable, str(TASK1), "--methods", "hf-serial", "--device", "cpu",
+                "--model", "models/tiny-qwen3", "--prompts", str(tmp_path / "none.jsonl"),
+                "--out", str(tmp_path / "t1.json")])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "none.jsonl" in lines[0]
+
+
+# --------------------------------------------------------------------------------------------
+# run_tests.sh: the CPU-server environment only when e2e tests will run
+# --------------------------------------------------------------------------------------------
+def run_tests_plan(*pytest_args: str) -> str:
+    """run_tests.sh's dry run with the pytest running this test as its interpreter."""
+    done = run(["bash", "run_tests.sh", *pytest_args],
+               env={"LAB3_TESTS_DRY_RUN": "1", "LAB3_VENV": sys.prefix})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def pytest_keeps_e2e(tmp_path: Path, expr: str) -> bool:
+    """Ask pytest itself: does ``-m expr`` collect a test whose marker is e2e?"""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    e2e: probe\n")
+    (tmp_path / "test_probe.py").write_text(
+        "import pytest\n\n\n@pytest.mark.e2e\ndef test_probe():\n    pass\n")
+    done = run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), "-m", expr,
+                str(tmp_path / "test_probe.py")], cwd=tmp_path)
+    return "test_probe" in done.stdout
+
+
+@pytest.mark.parametrize("args, builds", [
+    ((), True),
+    (("-m", "not e2e"), False),
+    (("-mnot e2e",), False),
+    (("-m", "not e2e and not slow"), False),
+    (("-m", "e2e"), True),
+    (("-m", "e2e or not e2e"), True),
+    (("-m", "not e2e", "-m", "e2e"), True),  # pytest uses the last -m
+    (("-k", "sjf"), True),  # -k is not read: built as before
+])
+def test_run_tests_builds_the_cpu_server_only_for_e2e(args, builds):
+    plan = run_tests_plan(*args)
+    assert ("would run: bash setup_cpu_server.sh" in plan) is builds
+    assert ("e2e tests deselected" in plan) is not builds
+    assert plan.rstrip().splitlines()[-1].startswith(
+        f"[run_tests] would run: {sys.prefix}/bin/python -m pytest -q tests")
+
+
+@pytest.mark.parametrize("expr", ["e2e", "not e2e", "e2e or slow", "e2e and not slow",
+                                  "not (e2e or slow)", "slow or not e2e", "e2e and slow"])
+def test_run_tests_decision_agrees_with_pytests_own_selection(tmp_path, expr):
+    builds = "would run: bash setup_cpu_server.sh" in run_tests_plan("-m", expr)
+    assert builds is pytest_keeps_e2e(tmp_path, expr)
+
+
+def test_ci_runs_the_full_suite_with_the_cpu_server():
+    assert re.search(r"^bash run_tests\.sh$", (ROOT / ".ci" / "run").read_text(), re.M)
+    assert "would run: bash setup_cpu_server.sh" in run_tests_plan()
+
+
+# --------------------------------------------------------------------------------------------
+# The offline GPU kit lives in the repository
+# --------------------------------------------------------------------------------------------
+def test_readme_names_only_kit_files_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    assert "../shared/offline-gpu" not in readme
+    named = set(re.findall(r"offline_gpu/[\w.-]+", readme))
+    assert "offline_gpu/build.sh" in named
+    for name in named:
+        assert (ROOT / name).is_file(), name
+    for script in ("build.sh", "install.sh"):
+        assert os.access(KIT / script, os.X_OK), script
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
+                    reason="no git checkout")
+def test_build_outputs_and_environments_are_ignored_by_the_projects_gitignore():
+    for path in (".venv/", ".venv-cpu-serve/", ".offline-gpu/"):
+        done = run(["git", "check-ignore", "-v", "--no-index", path])
+        assert done.returncode == 0, path
+        assert done.stdout.startswith(".gitignore:"), done.stdout
+
+
+@pytest.mark.skipif(shutil.which("xz") is None, reason="needs xz, as the kit does")
+def test_install_sh_stages_in_batches_checks_and_activates_a_bundle(tmp_path):
+    """A tiny bundle packed as build.sh packs one (xz tar in parts, SHA256SUMS), in two batches."""
+    site = tmp_path / "src" / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text('__version__ = "0.26.0"\n')
+    with tarfile.open(tmp_path / "bundle.tar.xz", "w:xz") as tar:
+        tar.add(site, arcname="site")
+    data = (tmp_path / "bundle.tar.xz").read_bytes()
+    half = len(data) // 2
+    batches = [tmp_path / "batch1", tmp_path / "batch2"]
+    for batch, (name, chunk) in zip(batches, [("part-00", data[:half]), ("part-01", data[half:])]):
+        batch.mkdir()
+        (batch / name).write_bytes(chunk)
+    sums = run(["sha256sum", "part-00"], cwd=batches[0]).stdout + run(["sha256sum", "part-01"],
+                                                                        cwd=batches[1]).stdout
+    (batches[0] / "SHA256SUMS").write_text(sums)
+    env = {"OFFLINE_GPU_STAGE": str(tmp_path / "stage"),
+           "OFFLINE_GPU_PREFIX": str(tmp_path / "opt")}
+    install = str(KIT / "install.sh")
+
+    first = run(["bash", install, "stage", str(batches[0])], env=env)
+    assert first.returncode != 0 and "1 of 2 parts staged" in first.stdout
+    second = run(["bash", install, "stage", str(batches[1])], env=env)
+    assert second.returncode == 0 and "2 of 2 parts staged" in second.stdout
+    activated = run(["bash", "-c", f'source "$OFFLINE_GPU_STAGE/install.sh" activate && '
+                     'echo "flashinfer=$VLLM_USE_FLASHINFER_SAMPLER"'], env=env)
+    assert activated.returncode == 0, activated.stdout + activated.stderr
+    assert "[offline-gpu] vllm 0.26.0 ready" in activated.stdout
+    assert "flashinfer=0" in activated.stdout
