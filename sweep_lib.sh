@@ -28,6 +28,8 @@ GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
 MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
 DUMMY_WEIGHTS="${DUMMY_WEIGHTS:-0}"
 SERVER_EXTRA="${SERVER_EXTRA:-}"
+API_SERVERS="${API_SERVERS:-1}"
+CLIENTS="${CLIENTS:-1}"
 EXTRA_HARNESS=()
 PLOT=1
 declare -A SLOT_PID=()
@@ -179,6 +181,8 @@ parse_common_flag() {
     --gpu-memory-utilization) require_value "$1" "${2:-}"; GPU_MEMORY_UTILIZATION="$2" ;;
     --model) require_value "$1" "${2:-}"; MODEL="$2" ;;
     --server-extra) require_value "$1" "${2:-}"; SERVER_EXTRA="$2" ;;
+    --api-servers) require_value "$1" "${2:-}"; API_SERVERS="$2" ;;
+    --clients) require_value "$1" "${2:-}"; CLIENTS="$2" ;;
     --out-dir) require_value "$1" "${2:-}"; OUT_DIR="$2" ;;
     --gpus) require_value "$1" "${2:-}"; GPUS="$2" ;;
     *)
@@ -219,12 +223,33 @@ server_args() {
 }
 
 random_bench_args() {
-  # The `vllm bench serve` flags of the handout's random workload (a load may add its own).
-  echo "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --seed $SEED --num-prompts $NUM_PROMPTS --ignore-eos"
+  # The `vllm bench serve` flags of the handout's random workload (a load may add its own);
+  # prompts and seed go to the harness as numbers (harness_args), which splits them over clients.
+  echo "--dataset-name random --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --ignore-eos"
+}
+
+harness_args() {
+  # The serve_bench.py flags every sweep passes: prompts, seed, API servers, client processes.
+  echo "--num-prompts $NUM_PROMPTS --seed $SEED --api-servers $API_SERVERS --clients $CLIENTS"
+}
+
+capacity_rate() {
+  # capacity_rate FOLDER TAG FRACTION FALLBACK: FRACTION x the median rate-inf throughput of the
+  # runs <TAG>_rate-inf_run-*.json in FOLDER, in requests/s of OUTPUT_LEN tokens; FALLBACK if none.
+  "$(lab_python)" - "$1" "$2" "$3" "$OUTPUT_LEN" "$4" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+folder, tag, fraction, output_len, fallback = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+tputs = [json.loads(p.read_text())["summary"]["output_throughput_tok_s"]
+         for p in sorted(folder.glob(f"{tag}_rate-inf_run-*.json"))]
+print(f"{fraction * statistics.median(tputs) / output_len:.0f}" if tputs else fallback)
+PY
 }
 
 finish_common_flags() {
   [ "$DUMMY_WEIGHTS" = 1 ] && EXTRA_HARNESS+=(--dummy-weights)
+  [[ "$API_SERVERS" =~ ^[1-9][0-9]*$ ]] || die "--api-servers: '$API_SERVERS' is not a positive integer"
+  [[ "$CLIENTS" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--clients: '$CLIENTS' is not a list of positive integers"
   local gpu
   for gpu in $GPUS; do
     [[ "$gpu" =~ ^[0-9]+$ ]] || die "--gpus: '$gpu' is not a device index"

@@ -11,7 +11,8 @@
 #   varlen : input lengths uniform in [0.1, 1.9] x 1024 (--random-range-ratio '{"input": 0.9}'),
 #            256 out, at --stress-rate: with all prompts 1024 tokens long SJF cannot differ from FCFS.
 # --stress-rate defaults to 90% of the default scheduler's saturation throughput in requests/s
-# measured by Task 2 (mnbt-2048, rate inf) when those results exist, else 48 (about 85% of what an
+# measured by Task 2 (mnbt-2048, rate inf) in the same setting (results/task3_<name> reads
+# results/task2_<name>) when those results exist, else 48 (about 85% of what an
 # H200 served with Qwen3-0.6B in a smoke run). Results: results/task3/<strategy>_<workload>_rate-
 # <rate>_run-<k>.json; engine-side step statistics of the custom strategies are inside each file.
 # A request slower end to end than --timeout-s (30 s) counts as a timeout; failed requests count
@@ -24,6 +25,8 @@
 #   --gpu-memory-utilization 0.9 [GPU_MEMORY_UTILIZATION]   --timeout-s 30 [TIMEOUT_S]
 #   --workloads "fixed varlen" [WORKLOADS]   --model M [MODEL]   --dummy-weights   --offline
 #   --server-extra "..." [SERVER_EXTRA]   --out-dir results/task3 [OUT_DIR]   --force --dry-run --no-plot
+#   --api-servers 1 [API_SERVERS]  API-server processes (one lags near a 0.6B model's capacity)
+#   --clients 1 [CLIENTS]  client processes each load is split over (e.g. "1,2": both)
 #   --gpus "0 1" [GPUS]  run one strategy per listed GPU at once (default: one after another)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/sweep_lib.sh"
@@ -65,20 +68,27 @@ parse_args() {
   done
 }
 
+capacity_folder() {
+  # The Task 2 folder measured in the same setting as OUT_DIR: results/task3_<name> reads
+  # results/task2_<name> (e.g. task3_api-4 and task2_api-4), results/task3 reads results/task2.
+  local name
+  name="$(basename "$OUT_DIR")"
+  echo "$(dirname "$OUT_DIR")/task2${name#task3}"
+}
+
 stress_rate() {
   # 90% of the default scheduler's measured saturation (Task 2, budget 2048, rate inf), if any.
   if [ -n "$STRESS_RATE" ]; then
     echo "$STRESS_RATE"
-    return
+  else
+    capacity_rate "$(capacity_folder)" mnbt-2048 0.9 "$FALLBACK_STRESS_RATE"
   fi
-  "$(lab_python)" - "$(dirname "$OUT_DIR")/task2" "$OUTPUT_LEN" "$FALLBACK_STRESS_RATE" <<'PY'
-import json, statistics, sys
-from pathlib import Path
-folder, output_len, fallback = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-tputs = [json.loads(p.read_text())["summary"]["output_throughput_tok_s"]
-         for p in sorted(folder.glob("mnbt-2048_rate-inf_run-*.json"))]
-print(f"{0.9 * statistics.median(tputs) / output_len:.0f}" if tputs else fallback)
-PY
+}
+
+fixed_rates() {
+  # fixed_rates STRESS: the fixed load's rates, RATE then STRESS, once each (--rate equal to the
+  # stress rate runs the stress point only).
+  if [ "$RATE" = "$1" ]; then echo "$1"; else echo "$RATE,$1"; fi
 }
 
 main() {
@@ -88,7 +98,7 @@ main() {
   local loads=()
   for w in $WORKLOADS; do
     case "$w" in
-      fixed) loads+=(--load "fixed|$RATE,$stress|") ;;
+      fixed) loads+=(--load "fixed|$(fixed_rates "$stress")|") ;;
       varlen) loads+=(--load "varlen-$RANGE_RATIO|$stress|--random-range-ratio '{\"input\": $RANGE_RATIO, \"output\": 0.0}'") ;;
     esac
   done
@@ -99,6 +109,7 @@ main() {
     echo "[task3] strategy $s ($i/${#strategies[@]}): workloads $WORKLOADS; rates $RATE and $stress (stress)"
     start_harness --task task3 --tag "$s" --scheduler "$s" --out-dir "$OUT_DIR" --model "$MODEL" \
       --runs "$RUNS" --timeout-s "$TIMEOUT_S" --bench-args "$(random_bench_args)" "${loads[@]}" \
+      $(harness_args) \
       --server-args "$(server_args "$MNBT")" \
       "${EXTRA_HARNESS[@]}"
   done

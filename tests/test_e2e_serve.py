@@ -35,7 +35,7 @@ def cpu_env() -> dict[str, str]:
     if not python.exists():
         pytest.fail(f"no CPU vLLM server environment at {CPU_VENV}: run `bash setup_cpu_server.sh`")
     env = dict(os.environ)
-    env["LAB3_SERVE_CMD"] = f"{python} -m vllm.entrypoints.openai.api_server"
+    env["LAB3_SERVE_CMD"] = f"{python} -m vllm.entrypoints.cli.main serve"
     env["LAB3_PYTHON"] = sys.executable
     return env
 
@@ -244,3 +244,84 @@ def test_slo_study_runs_a_stall_bound_variant_and_strategies_d_and_e_and_reports
     assert "Strategy C: stall-bounded prefill-first (stall bound 1 ms)" in tables
     assert "Strategy D: deadline-aware" in tables and "Strategy E: TPOT-paced" in tables
     assert (tmp_path / "results" / "figures" / "slo_attainment_goodput.png").exists()
+
+
+def _api_server_pids(pgid: int) -> list[int]:
+    """The server's API-server processes: vLLM titles them APIServer_<i> when there are several."""
+    pids = []
+    for pid in sb.live_group_members(pgid):
+        try:
+            title = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"APIServer" in title:
+            pids.append(pid)
+    return pids
+
+
+def _pulse_stop(pids: list[int], until: "threading.Event", stop_s: float = 0.25, run_s: float = 0.05) -> None:
+    """Freeze the API servers most of the time (SIGSTOP / SIGCONT) until ``until`` is set: the
+    engine core, another process, goes on generating, so tokens pile up in the front end."""
+    while not until.is_set():
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(stop_s)
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(run_s)
+
+
+def test_front_end_check_sees_a_lagging_api_server_and_several_api_servers_and_clients(cpu_env, tmp_path):
+    """A real server with two API-server processes, load from one client and split over two.
+    Run 2 is served while the API servers are frozen most of the time (the engine core is not):
+    its tokens arrive merged in fewer chunks, its token-gap completeness falls below 0.99 and
+    the file says the front end lagged; the runs around it kept up."""
+    import threading
+
+    out_dir = tmp_path / "frontend"
+    command = [sys.executable, str(ROOT / "serve_bench.py"), "--task", "frontend", "--tag", "api-2",
+               "--out-dir", str(out_dir), "--model", TINY, "--dummy-weights", "--api-servers", "2",
+               "--rates", "inf", "--clients", "1,2", "--runs", "2", "--num-prompts", "8",
+               "--seed", "42", "--bench-args",
+               "--dataset-name random --random-input-len 32 --random-output-len 48 --ignore-eos",
+               "--server-args", f"{CPU_SERVER_FLAGS} --max-num-seqs 8 --gpu-memory-utilization 0.15"]
+    proc = subprocess.Popen(command, env=cpu_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen, pulsing, done = "", None, threading.Event()
+    try:
+        for line in proc.stdout:
+            seen += line
+            if "rate inf, run 2 (2/4)" in line:
+                pids = _api_server_pids(server_groups(seen)[0])
+                assert len(pids) == 2, seen
+                pulsing = threading.Thread(target=_pulse_stop, args=(pids, done))
+                pulsing.start()
+            elif "(3/4)" in line:
+                done.set()
+    finally:
+        done.set()
+        if pulsing is not None:
+            pulsing.join()
+        proc.wait(timeout=600)
+    assert proc.returncode == 0, seen[-4000:]
+    runs = {name: json.loads((out_dir / f"api-2_rate-inf_{name}.json").read_text())
+            for name in ("run-1", "run-2", "clients-2_run-1", "clients-2_run-2")}
+    for name, data in runs.items():
+        front = data["frontend"]
+        assert data["config"]["api_server_count"] == 2 and front["api_server_count"] == 2
+        assert "--api-server-count 2" in data["config"]["server_command"]
+        assert data["summary"]["num_failed"] == 0 and data["summary"]["num_requests"] == 8
+        roles = [row["role"] for row in data["host"]["server_cpu"]]
+        assert roles.count("api_server") == 2 and "engine_core" in roles and "launcher" in roles
+        lagged = name == "run-2"
+        assert front["lagged"] is lagged, (name, front["token_gaps"])
+        assert (front["token_gaps"]["completeness"] < 0.9) is lagged, (name, front["token_gaps"])
+    assert runs["run-1"]["frontend"]["client_processes"] == 1
+    split = runs["clients-2_run-1"]
+    assert split["config"]["client_processes"] == 2 and split["frontend"]["client_processes"] == 2
+    assert len(split["config"]["bench_commands"]) == 2 and split["client"]["processes"] == 2
+    assert "--seed 43" in split["config"]["bench_commands"][1]
+    assert all(cores is not None and cores >= 0 for cores in split["frontend"]["client_cores"])
+    # Merged chunks still carry every token: the output count is whole in the lagged run too.
+    assert runs["run-2"]["summary"]["window_output_tokens"] == pytest.approx(
+        runs["run-1"]["summary"]["window_output_tokens"], rel=0.2)

@@ -17,7 +17,8 @@ import pytest
 
 import plot_results
 import serve_bench as sb
-from lab_metrics import pack_detail, parse_slo, slo_attainment, summarize, unpack_detail
+from lab_metrics import (frontend_check, pack_detail, parse_slo, slo_attainment, summarize,
+                         token_gap_completeness, unpack_detail)
 
 
 def _detail() -> dict:
@@ -49,8 +50,57 @@ def test_summary_drops_warmup_and_keeps_failures_and_timeouts():
     assert s["output_tokens"] == 8 * 4
     # last end: the slow request 7 at 7 + 5 + 4.03 s; first kept start: 1 s
     assert s["duration_s"] == pytest.approx(15.03)
-    assert s["output_throughput_tok_s"] == pytest.approx(32 / 15.03)
+    # Throughput counts every token emitted in that window: the warm-up request 0 streamed its
+    # 4 tokens at 9.0-9.06 s, inside it, so they count too (the window served them).
+    assert s["window_output_tokens"] == pytest.approx(36)
+    assert s["output_throughput_tok_s"] == pytest.approx(36 / 15.03)
     assert s["tpot_ms"]["p50"] == pytest.approx(20.0)
+
+
+def _rate_inf_detail(n: int = 100, out: int = 50, step_s: float = 0.01) -> dict:
+    """A saturated run: every request sent at once, served in waves of 10 that each take
+    ``out`` steps; one streamed chunk per token."""
+    detail = {"start_times": [1e-4 * i for i in range(n)], "input_lens": [10] * n,
+              "output_lens": [out] * n, "errors": [""] * n, "ttfts": [], "itls": []}
+    for i in range(n):
+        wave = i // 10
+        detail["ttfts"].append(wave * out * step_s + step_s)
+        detail["itls"].append([step_s] * (out - 1))
+    return detail
+
+
+def test_throughput_at_rate_inf_matches_the_true_rate_after_the_warmup_drop():
+    """All requests sent at once: the first 10% (by start time) are dropped from the latency
+    numbers, but the window from the first kept start to the last end also served them. Counting
+    only the kept requests' tokens read 0.9x the rate the server delivered; now it reads 1.0x."""
+    detail = _rate_inf_detail()
+    true_rate = sum(detail["output_lens"]) / (detail["ttfts"][-1] + sum(detail["itls"][-1]))
+    s = summarize(detail, warmup_fraction=0.1)
+    assert s["output_throughput_tok_s"] == pytest.approx(true_rate, rel=0.01)
+    assert s["output_tokens"] / s["duration_s"] == pytest.approx(0.9 * true_rate, rel=0.01)  # the old bias
+
+
+def test_token_gap_completeness_detects_merged_chunks():
+    """A request whose 50 tokens arrived in 25 chunks has half its gaps: completeness 0.5 for it;
+    the run's pooled value falls below 0.99 and the front end is marked as lagged."""
+    detail = _rate_inf_detail()
+    ok = token_gap_completeness(detail, list(range(100)))
+    assert ok["completeness"] == 1.0 and ok["requests_complete_share"] == 1.0 and not ok["lagged"]
+    for i in (20, 21):
+        detail["itls"][i] = [0.02] * 24  # 25 chunks for 50 tokens
+    lagged = token_gap_completeness(detail, list(range(100)))
+    assert lagged["completeness"] == pytest.approx(1 - 2 * 25 / (100 * 49))
+    assert lagged["min_request_completeness"] == pytest.approx(24 / 49)
+    assert lagged["requests_complete_share"] == pytest.approx(0.98) and lagged["lagged"]
+    # The merged chunks carry all their tokens: throughput does not change.
+    assert summarize(detail)["output_throughput_tok_s"] == pytest.approx(
+        summarize(_rate_inf_detail())["output_throughput_tok_s"], rel=0.01)
+    check = frontend_check(detail, 0.1, [{"pid": 5, "name": "VLLM::EngineCor", "cpu_cores": 1.0,
+                                          "role": "engine_core"},
+                                         {"pid": 4, "name": "python3", "cpu_cores": 0.97, "role": "api_server"}],
+                           [0.4], 1)
+    assert check["lagged"] and check["server_cores_by_role"] == {"engine_core": 1.0, "api_server": 0.97}
+    assert check["client_processes"] == 1 and check["client_cores"] == [0.4]
 
 
 def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
@@ -233,21 +283,25 @@ def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
     t0 = time.monotonic()
     server = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(1.0)\nt = time.time()\n"
                                "while time.time() - t < 1.0: pass\ntime.sleep(2)"], start_new_session=True)
+    # The client spins while it "sends" (its CPU is read too) and sleeps otherwise.
     client = [sys.executable, "-c", "import time, sys\ntime.sleep(0.95)\n"
-              f"print({sb.MAIN_RUN_MARKER!r}, flush=True)\ntime.sleep(1.1)\n"
+              f"print({sb.MAIN_RUN_MARKER!r}, flush=True)\nt = time.time()\n"
+              "while time.time() - t < 1.1: pass\n"
               f"print('=== ' + {sb.RESULT_MARKER!r} + ' ===', flush=True)\ntime.sleep(1.0)"]
     gpu = _ScriptedGpu(lambda: 80.0 if 1.0 <= time.monotonic() - t0 <= 2.0 else 0.0)
     try:
         with gpu:
             window = sb.LoadWindow(server.pid, gpu)
-            sb.run_bench(client, tmp_path / "client.log", dict(os.environ),
-                         {sb.MAIN_RUN_MARKER: window.start, sb.RESULT_MARKER: window.end})
+            sb.run_clients([sb.BenchClient(client, tmp_path / "client.log")], dict(os.environ), window)
             window.end()
     finally:
         server.kill()
         server.wait()
     assert 1.0 <= window.t_end - window.t_start <= 1.6
-    assert window.server_cpu()[0]["cpu_cores"] >= 0.6
+    busiest = window.server_cpu()[0]
+    assert busiest["cpu_cores"] >= 0.4 and busiest["role"] == "api_server"  # the group leader
+    assert window.client_cpu()[0] >= 0.4
+    assert "Starting main benchmark run" in (tmp_path / "client.log").read_text()
     report = window.gpu_util()
     assert report["window"] == "load" and report["mean_pct"] >= 60
     unwindowed = gpu.report()  # what a client that never says "load starts" gets
@@ -318,3 +372,55 @@ def test_progress_lines_of_parallel_harnesses_stay_whole():
     assert [p.wait() for p in procs] == [0, 0]
     pattern = re.compile(r"\[serve_bench\] gpu[01]: line \d+ x{60}")
     assert len(lines) == 6000 and all(pattern.fullmatch(line) for line in lines)
+
+
+def test_a_load_split_over_clients_keeps_its_total_rate_prompts_and_distinct_seeds(tmp_path, capsys):
+    """Two clients: each sends half the prompts at half the rate, with its own seed (the same
+    seed would send the same prompts twice, and the copy would hit the prefix cache); the server
+    gets --api-server-count; the config records both as numbers; files of split runs are named."""
+    args = _args(tmp_path, "--dry-run", "--rates", "9,inf", "--runs", "1", "--num-prompts", "101",
+                 "--seed", "42", "--clients", "1,2", "--api-servers", "4")
+    assert args.clients == (1, 2) and args.api_servers == 4
+    assert sb.run_config(args) == 0
+    out = capsys.readouterr().out
+    assert "--api-server-count 4" in out.split("would start:")[1].splitlines()[0]
+    split = [line for line in out.splitlines() if "(x_rate-9_clients-2_run-1.json)" in line]
+    assert len(split) == 2
+    assert "--request-rate 4.5" in split[0] and "--num-prompts 51" in split[0] and "--seed 42" in split[0]
+    assert "--request-rate 4.5" in split[1] and "--num-prompts 50" in split[1] and "--seed 43" in split[1]
+    alone = [line for line in out.splitlines() if "(x_rate-9_run-1.json)" in line]
+    assert len(alone) == 1 and "--request-rate 9" in alone[0] and "--num-prompts 101" in alone[0]
+    assert sum("(x_rate-inf_clients-2_run-1.json)" in line and "--request-rate inf" in line
+               for line in out.splitlines()) == 2
+    with pytest.raises(SystemExit):
+        _args(tmp_path, "--clients", "2")  # a split needs the total to split
+    assert "needs --num-prompts" in capsys.readouterr().err
+
+
+def test_client_results_merge_into_one_run():
+    a = {"ttfts": [0.1], "itls": [[0.01]], "input_lens": [5], "output_lens": [2], "start_times": [1.0],
+         "errors": [""], "completed": 1, "failed": 0, "total_input_tokens": 5, "total_output_tokens": 2,
+         "duration": 2.0, "output_throughput": 1.0}
+    b = a | {"ttfts": [0.2], "start_times": [1.5], "duration": 4.0}
+    merged = sb.merge_client_results([a, b])
+    assert merged["start_times"] == [1.0, 1.5] and merged["ttfts"] == [0.1, 0.2]
+    assert (merged["completed"], merged["total_output_tokens"], merged["duration"]) == (2, 4, 4.0)
+    assert merged["processes"] == 2 and len(merged["per_process"]) == 2
+    assert sb.merge_client_results([a]) is a
+
+
+def test_a_dry_run_with_every_result_present_shows_what_force_would_redo(tmp_path, capsys):
+    (tmp_path / "x_rate-16_run-1.json").write_text("{}")
+    assert sb.run_config(_args(tmp_path, "--rates", "16", "--runs", "1", "--dry-run")) == 0
+    out = capsys.readouterr().out
+    assert "nothing to do; with --force it would redo" in out
+    assert "would redo (x_rate-16_run-1.json)" in out and "--request-rate 16" in out
+
+
+def test_process_roles_follow_vllm_process_titles():
+    assert sb.process_role(-1, "VLLM::EngineCor", 7, 1) == "engine_core"
+    assert sb.process_role(-1, "VLLM::APIServer", 7, 4) == "api_server"
+    assert sb.process_role(7, "python3", 7, 1) == "api_server"  # one API server: the leader
+    assert sb.process_role(7, "python3", 7, 4) == "launcher"  # several: the leader only waits
+    assert sb.process_role(-1, "VLLM::Worker", 7, 1) == "worker"
+    assert sb.process_role(-1, "python3", 7, 1) == "other"
