@@ -1,15 +1,20 @@
-"""Read results/*.json and write the lab's tables and figures.
+"""Tables, figures and the report from results/: the one command that writes them all.
 
-    python plot_results.py [--results results]
+    .venv/bin/python plot_results.py [--results results] [--pdf]
 
-Only reads result files; never runs anything. Writes ``<results>/tables.md`` and
-``<results>/figures/*.png``. A task whose results are missing gets a line saying so, never
-invented numbers.
+Only reads result files. Writes ``<results>/tables.md``, ``<results>/<folder>_runs.csv`` (one row
+per run of each serving folder), ``<results>/figures/*.png`` and, through ``report.py``,
+``REPORT.md`` (and ``report.pdf`` with ``--pdf``). A task without results gets a sentence saying
+so, never invented numbers.
 
-Task 2 aggregation: each run's ``summary`` (first 10% of requests by start time dropped, then
-TTFT/ITL percentiles and throughput recomputed from the per-request data, see ``lab_metrics``);
-per ``max_num_batched_tokens`` value and load, the median over runs, with every run's value kept
-in ``task2_runs.csv``.
+Serving folders: ``task2``, ``task3`` and the SLO studies ``slo*``, plus any folder named
+``<task>_<name>`` beside them (``serving_folders``; e.g. ``task2_lifted`` for runs with the API
+server lifted). Every run file has the same schema; a run's *setting* (folder, API-server count,
+client processes, from ``config``) keeps runs of different settings apart in tables and figures.
+Each row carries the run's front-end check (``frontend`` block, ``lab_metrics.frontend_check``):
+token-gap completeness below 0.99 marks the run "front end lagged". Tables give the median over
+the runs of a point with their completeness range; figures draw every run (hollow markers or
+dashed curves: lagged).
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +31,40 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from lab_metrics import (frontend_check, is_success, kept_indices, parse_slo,  # noqa: E402
+                         slo_attainment, unpack_detail)
 
 ROOT = Path(__file__).resolve().parent
 MIB = 2**20
 TASK1_LABELS = {"hf-serial": "transformers serial", "hf-static": "transformers static batching",
                 "vllm": "vLLM offline"}
+METRICS = {"TTFT P50 (ms)": ("ttft_ms", "p50"), "TTFT P99 (ms)": ("ttft_ms", "p99"),
+           "ITL P50 (ms)": ("itl_ms", "p50"), "ITL P99 (ms)": ("itl_ms", "p99")}
+THROUGHPUT = "Throughput (tok/s)"
+BUDGET = "max_num_batched_tokens"
+CORES = ("API server (cores)", "engine core (cores)", "GPU util (%)")
+SLO_COLUMNS = ("attainment", "goodput (req/s)")
+VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
+STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
+                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first",
+                   "deadline": "Strategy D: deadline-aware (C + on-time first)",
+                   "paced": "Strategy E: TPOT-paced prefill-first"}
+SLO_TITLES = {"slo": "SLO study (default, A and E, 2 runs per point)",
+              "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
+              "slo_pilot": "SLO pilot study (beside another server, not in lockstep)"}
+LAG_NOTE = "hollow: front end lagged (token-gap completeness < 0.99)"
 
 
 def load_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+# --------------------------------------------------------------------------------------------
+# Task 1 and provenance
+# --------------------------------------------------------------------------------------------
 def _gpu_memory_mib(entry: dict[str, Any]) -> float | None:
     """transformers: the allocator's peak; vLLM: device-wide peak minus the baseline before start."""
     if entry.get("gpu_memory_peak_allocated_mib") is not None:
@@ -58,7 +85,7 @@ def task1_table(results: dict[str, Any]) -> pd.DataFrame:
         notes = []
         if key == "hf-static":
             label = f"{label} (batch={entry['batch_size']})"
-            notes.append(f"padding waste {entry['padding']['padding_waste_ratio']:.0%}")
+            notes.append(f"padding {entry['padding']['padding_share']:.0%} of KV slots")
         if key == "vllm":
             notes.append(f"cold first call {entry['cold_first_call_s']:.2f} s")
             notes.append(f"KV allocated peak {entry['kv_peak_allocated_bytes'] / MIB:.1f} MiB")
@@ -66,24 +93,16 @@ def task1_table(results: dict[str, Any]) -> pd.DataFrame:
             notes.append(f"{serial['total_s'] / entry['total_s']:.1f}x faster than serial")
         if key == "vllm" and "hf-static" in methods:
             notes.append(f"{methods['hf-static']['total_s'] / entry['total_s']:.1f}x faster than static")
-        rows.append({
-            "method": label,
-            "total time (s)": round(entry["total_s"], 2),
-            "throughput (tok/s)": round(entry["output_tokens_per_s"], 1),
-            "peak KV cache (MiB)": round(entry["kv_peak_bytes"] / MIB, 1),
-            "peak GPU memory (MiB)": _gpu_memory_mib(entry),
-            "notes": "; ".join(notes),
-        })
+        rows.append({"method": label, "total time (s)": round(entry["total_s"], 2),
+                     "throughput (tok/s)": round(entry["output_tokens_per_s"], 1),
+                     "peak KV cache (MiB)": round(entry["kv_peak_bytes"] / MIB, 1),
+                     "peak GPU memory (MiB)": _gpu_memory_mib(entry), "notes": "; ".join(notes)})
     return pd.DataFrame(rows)
 
 
 def _distinct(values: list[Any]) -> str:
     """The values in first-seen order, each once: one value, or 'a / b' where runs differ."""
-    seen: list[str] = []
-    for value in values:
-        if str(value) not in seen:
-            seen.append(str(value))
-    return " / ".join(seen)
+    return " / ".join(dict.fromkeys(str(v) for v in values))
 
 
 def meta_field(metas: list[dict[str, Any]], *path: str, shorten: Any = str,
@@ -107,12 +126,10 @@ def date_range(dates: list[str]) -> str:
     return dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
 
 
-def provenance_line(metas: dict[str, Any] | list[dict[str, Any] | None] | None) -> str:
-    """One line of provenance for one result or for a set of runs (values that differ are all
-    listed, dates as a range), so a table mixing sessions says so."""
-    if isinstance(metas, dict):
-        metas = [metas]
-    metas = [m for m in (metas or []) if m]
+def provenance_line(metas: list[dict[str, Any] | None]) -> str:
+    """One line of provenance for a set of results (values that differ all listed, dates as a
+    range), so a table mixing sessions says so."""
+    metas = [m for m in metas if m]
     if not metas:
         return "provenance: missing"
 
@@ -121,634 +138,389 @@ def provenance_line(metas: dict[str, Any] | list[dict[str, Any] | None] | None) 
 
     models = meta_field(metas, "model",  # a local copy's path differs per host
                         shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
-    commits = meta_field(metas, "git_commit",
-                         shorten=lambda v: v[:7] + ("-dirty" if v.endswith("-dirty") else ""))
-    when = date_range([str(m.get("date_utc")) for m in metas])
+    commits = meta_field(metas, "git_commit", shorten=lambda v: v[:7])
     return (f"GPU {field('gpu', 'name')} ({field('gpu', 'memory_gib')} GiB, driver "
             f"{field('gpu', 'driver')}); vLLM {field('versions', 'vllm')}, torch "
-            f"{field('versions', 'torch')}, transformers {field('versions', 'transformers')}; "
-            f"model {models}, weights {field('weights')}; {when}; commit {commits}")
-
-
-def task1_section(results_dir: Path) -> str:
-    results = load_json(results_dir / "task1.json")
-    if not results or not results.get("methods"):
-        return "## Task 1\n\nNo Task 1 results yet (run `python task1_vllm_vs_hf.py`).\n"
-    cfg = results["config"]
-    lines = ["## Task 1: transformers vs vLLM offline", "",
-             f"{cfg['num_prompts']} prompts, {cfg['max_new_tokens']} new tokens each, {cfg['dtype']}, "
-             f"weights: {cfg['weights']}; fixed output length: {cfg['fixed_output_len']}; "
-             f"KV bytes/token {cfg['kv_bytes_per_token']}.", "",
-             provenance_line(results.get("meta")), "",
-             task1_table(results).to_markdown(index=False), ""]
-    return "\n".join(lines)
+            f"{field('versions', 'torch')}; model {models}, weights {field('weights')}; "
+            f"{date_range([str(m.get('date_utc')) for m in metas])}; commit {commits}")
 
 
 # --------------------------------------------------------------------------------------------
-# Task 2
+# Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies
 # --------------------------------------------------------------------------------------------
-TASK2_METRICS = {  # column -> (summary key, percentile)
-    "TTFT P50 (ms)": ("ttft_ms", "p50"), "TTFT P99 (ms)": ("ttft_ms", "p99"),
-    "ITL P50 (ms)": ("itl_ms", "p50"), "ITL P99 (ms)": ("itl_ms", "p99"),
-}
-THROUGHPUT = "Throughput (tok/s)"
+def serving_folders(results_dir: Path, task: str) -> list[Path]:
+    """``<results>/<task>`` and every ``<results>/<task>_<name>`` folder: a new folder of runs of
+    the same schema (e.g. ``task2_lifted``) joins its task's tables, figures and report section."""
+    return sorted(p for p in results_dir.glob(f"{task}*") if p.is_dir()
+                  and (p.name == task or p.name.startswith(task + "_")))
 
 
 def load_runs(folder: Path) -> list[dict[str, Any]]:
-    """Every run file in ``folder`` (sorted by name), skipping anything that is not one; none
-    when the folder does not exist (a task not run yet)."""
-    if not folder.is_dir():
-        return []
+    """Every run file in ``folder`` (sorted by name), each tagged with its folder and file name;
+    none when the folder does not exist (a task not run yet)."""
     runs = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         data = json.loads(path.read_text())
         if "summary" in data and "config" in data:
-            data["_file"] = path.name
-            runs.append(data)
+            runs.append(data | {"_file": path.name, "_folder": folder.name, "_path": path})
     return runs
 
 
+def run_detail(run: dict[str, Any]) -> dict[str, Any]:
+    """The run's per-request arrays, unpacked once."""
+    if "_detail" not in run:
+        run["_detail"] = unpack_detail(run["client"]["detail_npz_b64"])
+    return run["_detail"]
+
+
+def frontend(run: dict[str, Any]) -> dict[str, Any]:
+    """The run's front-end check as stored, or computed from its per-request arrays and host
+    readings for a file written before the check existed."""
+    if run.get("frontend"):
+        return run["frontend"]
+    cfg, host = run["config"], run.get("host") or {}
+    return frontend_check(run_detail(run), cfg["warmup_fraction"], host.get("server_cpu"),
+                          host.get("client_cpu"), cfg.get("api_server_count") or 1)
+
+
+def setting(run: dict[str, Any]) -> str:
+    """Where and how a run was served: its folder, API-server processes and client processes."""
+    cfg = run["config"]
+    api, clients = cfg.get("api_server_count") or 1, cfg.get("client_processes") or 1
+    return (f"{run['_folder']}: {api} API server{'s' * (api > 1)}, "
+            f"{clients} client{'s' * (clients > 1)}")
+
+
 def server_flag(server_args: str, flag: str) -> str | None:
-    match = re.search(rf"{re.escape(flag)}[ =](\S+)", server_args)
+    match = re.search(rf"{re.escape(flag)}[ =](\S+)", server_args or "")
     return match.group(1) if match else None
 
 
-def load_label(rate: str) -> str:
-    return "rate inf (all at once)" if rate == "inf" else f"rate {rate} req/s"
-
-
-def task2_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run (from ``load_runs``): the knob, the load, the run index and the summary."""
+def run_rows(loaded: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: what was run (setting, strategy, workload, rate, budget), the summary's
+    latencies and throughput, SLO attainment and goodput recomputed from the per-request data,
+    the front-end check and the host's CPU/GPU readings."""
     rows = []
     for run in loaded:
-        cfg, summary = run["config"], run["summary"]
-        value = server_flag(cfg.get("server_args", ""), "--max-num-batched-tokens")
-        if value is None:
-            continue
-        row = {"max_num_batched_tokens": int(value), "rate": cfg["rate"], "run": cfg["run"],
-               "failed": summary["num_failed"], "file": run["_file"]}
-        for column, (key, pct) in TASK2_METRICS.items():
-            row[column] = summary[key][pct]
-        row[THROUGHPUT] = summary["output_throughput_tok_s"]
-        rows.append(row)
+        cfg, summary, front = run["config"], run["summary"], frontend(run)
+        host, engine = run.get("host") or {}, run.get("engine") or {}
+        counts = engine.get("scheduler_counts_this_run") or {}
+        gpu = host.get("gpu_util") or {}
+        roles = front.get("server_cores_by_role") or {}
+        attained = slo_attainment(run_detail(run), parse_slo(cfg.get("goodput")), cfg["warmup_fraction"])
+        budget = server_flag(cfg.get("server_args"), "--max-num-batched-tokens")
+        rows.append({
+            "setting": setting(run), "folder": run["_folder"], "file": run["_file"],
+            "strategy": cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"],
+            "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
+            BUDGET: int(budget) if budget else None,
+            **{col: summary[key][pct] for col, (key, pct) in METRICS.items()},
+            THROUGHPUT: summary["output_throughput_tok_s"],
+            "client throughput (tok/s)": run["client"].get("output_throughput"),
+            "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
+            "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
+            "timeout rate": summary["timeout_rate"],
+            "completeness": front["token_gaps"]["completeness"], "lagged": bool(front["lagged"]),
+            CORES[0]: front.get("api_server_cores_total"), CORES[1]: roles.get("engine_core"),
+            CORES[2]: gpu.get("mean_pct") if gpu.get("window") == "load" else None,
+            "mixed steps": (counts.get("steps") or {}).get("mixed"),
+            "fallback steps": (counts.get("policy") or {}).get("fallback_steps"),
+            "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
+        })
     return pd.DataFrame(rows)
-
-
-THROUGHPUT_SPREAD = "throughput run spread (%)"
-
-
-def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median over runs per (load, value), in the handout's columns, and the run-to-run spread
-    of throughput ((max - min) / median): a difference between budgets smaller than it is noise."""
-    columns = list(TASK2_METRICS) + [THROUGHPUT]
-    grouped = runs.groupby(["rate", "max_num_batched_tokens"], sort=True)
-    table = grouped[columns].median().round(2)
-    spread = grouped[THROUGHPUT].agg(lambda v: (v.max() - v.min()) / v.median() * 100)
-    table[THROUGHPUT_SPREAD] = spread.round(1)
-    table["runs"] = grouped.size()
-    return table.reset_index()
 
 
 def _rate_order(rate: str) -> float:
     return float("inf") if rate == "inf" else float(rate)
 
 
-def _budget_axis(ax: Any, table: pd.DataFrame) -> None:
-    """Log-2 x axis labelled with the budgets that were run."""
-    values = sorted(table["max_num_batched_tokens"].unique())
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(values, [str(v) for v in values])
-    ax.minorticks_off()
-
-
-def plot_task2(table: pd.DataFrame, figures: Path) -> list[Path]:
-    """A1: the knob vs TTFT/ITL P50/P99 (log-x), A2: the knob vs throughput; a curve per load."""
-    figures.mkdir(parents=True, exist_ok=True)
-    rates = sorted(table["rate"].unique(), key=_rate_order)
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
-    for ax, column in zip(axes.flat, TASK2_METRICS):
-        for rate in rates:
-            part = table[table["rate"] == rate]
-            ax.plot(part["max_num_batched_tokens"], part[column], marker="o", label=load_label(rate))
-        _budget_axis(ax, table)
-        ax.set_yscale("log")  # loads differ by orders of magnitude; log keeps each readable
-        ax.set_title(column + ", log scale")
-        ax.grid(True, which="both", alpha=0.3)
-    for ax in axes[1]:
-        ax.set_xlabel("max_num_batched_tokens")
-    axes[0][0].legend()
-    fig.suptitle("A1: token budget vs latency (median of runs, first 10% dropped)")
-    fig.tight_layout()
-    a1 = figures / "task2_A1_latency.png"
-    fig.savefig(a1, dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for rate in rates:
-        part = table[table["rate"] == rate]
-        ax.plot(part["max_num_batched_tokens"], part[THROUGHPUT], marker="o", label=load_label(rate))
-    _budget_axis(ax, table)
-    ax.set_xlabel("max_num_batched_tokens")
-    ax.set_ylabel("output tokens/s")
-    ax.set_title("A2: token budget vs throughput")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    a2 = figures / "task2_A2_throughput.png"
-    fig.savefig(a2, dpi=120)
-    plt.close(fig)
-    return [a1, a2]
-
-
-def task2_section(results_dir: Path, loaded: list[dict[str, Any]]) -> str:
-    runs = task2_runs(loaded)
-    if runs.empty:
-        return "## Task 2\n\nNo Task 2 results yet (run `bash task2.sh`).\n"
-    runs.to_csv(results_dir / "task2_runs.csv", index=False)
-    table = task2_table(runs)
-    figures = plot_task2(table, results_dir / "figures")
-    example = loaded[0]
-    other_flags = re.sub(r"--max-num-batched-tokens[ =]\S+ ?", "", example["config"].get("server_args", ""))
-    lines = ["## Task 2: max_num_batched_tokens sweep", "",
-             f"Workload: {example['config'].get('workload')}; bench flags: "
-             f"`{example['config'].get('bench_args')}`; server flags (besides the budget): "
-             f"`{other_flags.strip()}`.",
-             "Median over runs; first 10% of requests (by start time) dropped; per-run values in "
-             "`task2_runs.csv`.", "", provenance_line([run.get("meta") for run in loaded]), ""]
-    for rate in sorted(table["rate"].unique(), key=_rate_order):
-        part = table[table["rate"] == rate].drop(columns="rate")
-        lines += [f"### {load_label(rate)}", "", part.to_markdown(index=False), ""]
-    lines += [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------
-# Task 3
-# --------------------------------------------------------------------------------------------
-STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
-                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first",
-                   "deadline": "Strategy D: deadline-aware (C + on-time first)",
-                   "paced": "Strategy E: TPOT-paced prefill-first"}
-
-
-def strategy_label(name: str) -> str:
-    return STRATEGY_LABELS.get(name, name)
-
-
-def _strategy_order(name: str) -> tuple[int, str]:
+def _strategy_order(name: str) -> str:
+    """Sort key: the labelled strategies in their order, then any other name."""
     order = list(STRATEGY_LABELS)
-    return (order.index(name) if name in order else len(order), name)
+    base = re.sub(r"-\d+(?:\.\d+)?ms$", "", name)
+    return f"{order.index(base) if base in order else len(order):02d}{name}"
 
 
-def task3_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run (from ``load_runs``): strategy, workload, load, latency/throughput,
-    timeouts, step counts."""
-    rows = []
-    for run in loaded:
-        cfg, summary = run["config"], run["summary"]
-        counts = (run.get("engine") or {}).get("scheduler_counts_this_run") or {}
-        steps, policy = counts.get("steps", {}), counts.get("policy", {})
-        row = {"strategy": cfg["scheduler"], "workload": cfg["workload"], "rate": cfg["rate"],
-               "run": cfg["run"], "file": run["_file"]}
-        for column, (key, pct) in TASK2_METRICS.items():
-            row[column] = summary[key][pct]
-        row[THROUGHPUT] = summary["output_throughput_tok_s"]
-        row["timeouts"] = summary["num_timeouts"]
-        row["failed"] = summary["num_failed"]
-        row["timeout rate"] = summary["timeout_rate"]
-        row["timeout_s"] = summary["timeout_s"]
-        row["mixed steps"] = steps.get("mixed")
-        row["fallback steps"] = policy.get("fallback_steps")
-        rows.append(row)
-    return pd.DataFrame(rows)
+def _sort_key(column: pd.Series) -> pd.Series:
+    if column.name == "rate":
+        return column.map(_rate_order)
+    return column.map(_strategy_order) if column.name == "strategy" else column
 
 
-def task3_table(runs: pd.DataFrame, workload: str, rate: str) -> pd.DataFrame:
-    """The handout's main comparison table for one workload and load (median over runs)."""
-    part = runs[(runs["workload"] == workload) & (runs["rate"] == rate)]
-    columns = list(TASK2_METRICS) + [THROUGHPUT, "timeouts", "failed", "timeout rate",
-                                     "mixed steps", "fallback steps"]
-    grouped = part.groupby("strategy")
-    table = grouped[columns].median()
+def strategy_label(tag: str) -> str:
+    """``slo-15ms`` (``slo_study.sh``'s ``slo@15``) -> Strategy C's label with its stall bound."""
+    match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
+    if match and match.group(1) in STRATEGY_LABELS:
+        return f"{STRATEGY_LABELS[match.group(1)]} (stall bound {match.group(2)} ms)"
+    return STRATEGY_LABELS.get(tag, tag)
+
+
+def load_label(rate: str) -> str:
+    return "rate inf (all at once)" if rate == "inf" else f"rate {rate} req/s"
+
+
+def span_text(values: pd.Series, digits: int = 3) -> str:
+    """'0.913-0.956' (one value when they agree); 'n/a' when none was recorded."""
+    values = values.dropna()
+    if values.empty:
+        return "n/a"
+    low, high = f"{values.min():.{digits}f}", f"{values.max():.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def lag_text(lagged: pd.Series) -> str:
+    n = int(lagged.sum())
+    return "kept up" if n == 0 else ("lagged" if n == len(lagged) else f"lagged in {n} of {len(lagged)}")
+
+
+def point_table(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Median over the runs of each point (``keys``) of every value column present, the number
+    of runs, and, where the rows carry the front-end check, the runs' completeness range and
+    whether the front end lagged ("front end": kept up / lagged / lagged in k of n)."""
+    keys = [k for k in keys if k in rows]
+    grouped = rows.groupby(keys, sort=False)
+    table = grouped[[c for c in VALUES if c in rows and rows[c].notna().any()]].median()
     table["runs"] = grouped.size()
-    table = table.loc[sorted(table.index, key=_strategy_order)]
-    table.insert(0, "strategy", [strategy_label(s) for s in table.index])
-    table["timeout rate"] = table["timeout rate"].map(lambda v: f"{v:.1%}")
-    table = table.round(2).reset_index(drop=True)
-    for column in ("mixed steps", "fallback steps"):  # the stock scheduler records no steps
-        table[column] = table[column].map(lambda v: "n/a" if pd.isna(v) else f"{v:.0f}")
-    return table
+    if "completeness" in rows:
+        table["completeness"] = grouped["completeness"].agg(span_text)
+        table["front end"] = grouped["lagged"].agg(lag_text)
+    return table.reset_index().sort_values(keys, key=_sort_key, kind="stable").reset_index(drop=True)
 
 
-def _run_detail(folder: Path, file_name: str) -> dict[str, Any]:
-    from lab_metrics import is_success, kept_indices, unpack_detail
-
-    run = json.loads((folder / file_name).read_text())
-    detail = unpack_detail(run["client"]["detail_npz_b64"])
-    kept = kept_indices(detail["start_times"], run["config"]["warmup_fraction"])
-    ok = [i for i in kept if is_success(detail, i)]
-    ok_set = set(ok)
-    return {"n": len(kept), "start_s": [detail["start_times"][i] for i in ok],
-            "ttft_ms": [detail["ttfts"][i] * 1e3 for i in ok],
-            "itl_ms": [x * 1e3 for i in ok for x in detail["itls"][i]],
-            "input_lens": [detail["input_lens"][i] for i in kept],
-            "ttft_or_inf_ms": [detail["ttfts"][i] * 1e3 if i in ok_set else float("inf") for i in kept]}
+def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Task 2's medians per (setting, load, budget)."""
+    return point_table(runs, ["setting", "rate", BUDGET])
 
 
-def plot_cdfs(folder: Path, runs: pd.DataFrame, workload: str, rate: str, figures: Path) -> Path:
-    """3A: TTFT and ITL CDFs of each strategy (run 1), log-x in ms. A failed request keeps the
-    TTFT curve below 1, so failures stay visible."""
-    figures.mkdir(parents=True, exist_ok=True)
-    part = runs[(runs["workload"] == workload) & (runs["rate"] == rate) & (runs["run"] == 1)]
-    fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(11, 4))
-    for _, row in sorted(part.iterrows(), key=lambda item: _strategy_order(item[1]["strategy"])):
-        detail = _run_detail(folder, row["file"])
-        for ax, values, total in ((ax_ttft, detail["ttft_ms"], detail["n"]),
-                                  (ax_itl, detail["itl_ms"], len(detail["itl_ms"]))):
-            if not values:
-                continue
-            xs = sorted(values)
-            ys = [(i + 1) / total for i in range(len(xs))]
-            ax.step(xs, ys, where="post", label=strategy_label(row["strategy"]))
-    for ax, title in ((ax_ttft, "TTFT"), (ax_itl, "ITL")):
-        ax.set_xscale("log")
-        ax.set_xlabel(f"{title} (ms, log scale)")
-        ax.set_ylabel("fraction of requests" if ax is ax_ttft else "fraction of token gaps")
-        ax.set_ylim(0, 1.01)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(f"{title} CDF")
-    ax_ttft.legend(loc="lower right")
-    fig.suptitle(f"3A: {workload}, {load_label(rate)} (first 10% of requests dropped)")
+def shown(table: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A table for reading: rounded, strategies labelled, attainment in %, and without the given
+    columns or columns that say the same thing in every row (stated in the text instead)."""
+    out = table.drop(columns=[c for c in drop if c in table]).copy()
+    for column in ("setting", "folder"):
+        if column in out and out[column].nunique() == 1:
+            out = out.drop(columns=column)
+    if "strategy" in out:
+        out["strategy"] = out["strategy"].map(strategy_label)
+    if "attainment" in out:
+        out["attainment"] = out["attainment"].map(lambda v: f"{v:.1%}")
+    out = out.round(2)
+    return out.astype(object).where(out.notna(), "n/a")
+
+
+# --------------------------------------------------------------------------------------------
+# Figures: every run drawn, lagged runs hollow (or dashed), the median as a line
+# --------------------------------------------------------------------------------------------
+def _runs_and_median(ax: Any, part: pd.DataFrame, x: str, y: str, color: str, label: str,
+                     scale: float = 1.0) -> None:
+    """One series: a line through the medians over runs at each x, and each run as a marker,
+    filled when its front end kept up, hollow when it lagged."""
+    median = part.groupby(x)[y].median().sort_index()
+    ax.plot(median.index, median.values * scale, color=color, label=label, linewidth=1.2)
+    for lagged, face in ((False, color), (True, "none")):
+        each = part[part["lagged"] == lagged]
+        ax.scatter(each[x], each[y] * scale, s=26, edgecolors=color, facecolors=face, linewidths=1.1)
+
+
+def lag_count(runs: pd.DataFrame) -> str:
+    return f"front end lagged in {int(runs['lagged'].sum())} of {len(runs)} runs"
+
+
+def _lag_legend(ax: Any) -> None:
+    ax.scatter([], [], s=26, edgecolors="grey", facecolors="none", label=LAG_NOTE)
+    ax.legend(fontsize=7)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    path = figures / f"task3_3A_cdf_{workload}_rate-{rate}.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
 
-def ttft_by_prompt_length(folder: Path, runs: pd.DataFrame, workload: str, rate: str,
-                          buckets: int = 4) -> pd.DataFrame:
-    """TTFT P50/P99 per prompt-length quartile and strategy: who wins and who pays under SJF."""
-    import numpy as np
+def plot_task2(runs: pd.DataFrame, figures: Path) -> list[Path]:
+    """A1: budget vs TTFT/ITL P50/P99 (log-log), A2: budget vs throughput; a series per setting
+    and load, every run a marker."""
+    series = sorted(runs.groupby(["setting", "rate"], sort=False).groups,
+                    key=lambda k: (k[0], _rate_order(k[1])))
+    several = runs["setting"].nunique() > 1
+    budgets = sorted(runs[BUDGET].unique())
 
-    part = runs[(runs["workload"] == workload) & (runs["rate"] == rate) & (runs["run"] == 1)]
-    rows = []
-    for _, row in sorted(part.iterrows(), key=lambda item: _strategy_order(item[1]["strategy"])):
-        detail = _run_detail(folder, row["file"])
-        frame = pd.DataFrame({"len": detail["input_lens"], "ttft": detail["ttft_or_inf_ms"]})
-        frame["bucket"] = pd.qcut(frame["len"], buckets, duplicates="drop")
-        for bucket, group in frame.groupby("bucket", observed=True):
-            with np.errstate(invalid="ignore"):
-                p50, p99 = np.percentile(group["ttft"], [50, 99])
-            rows.append({"strategy": strategy_label(row["strategy"]),
-                         "prompt tokens": f"{int(bucket.left) + 1}-{int(bucket.right)}",
-                         "requests": len(group), "TTFT P50 (ms)": round(float(p50), 1),
-                         "TTFT P99 (ms)": round(float(p99), 1)})
-    return pd.DataFrame(rows)
+    def draw(ax: Any, column: str) -> None:
+        for i, (name, rate) in enumerate(series):
+            part = runs[(runs["setting"] == name) & (runs["rate"] == rate)]
+            label = f"{name}, {load_label(rate)}" if several else load_label(rate)
+            _runs_and_median(ax, part, BUDGET, column, f"C{i}", label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.minorticks_off()
+        ax.grid(True, which="both", alpha=0.3)
 
-
-def task3_section(results_dir: Path) -> str:
-    folder = results_dir / "task3"
-    loaded = load_runs(folder)
-    runs = task3_runs(loaded)
-    if runs.empty:
-        return "## Task 3\n\nNo Task 3 results yet (run `bash task3.sh`).\n"
-    runs.to_csv(results_dir / "task3_runs.csv", index=False)
-    example = loaded[0]
-    lines = ["## Task 3: scheduling strategies", "",
-             f"Server flags: `{example['config'].get('server_args')}`; common bench flags: see each "
-             "result's `config.bench_command`. First 10% of requests dropped; failed requests count "
-             f"as +inf latency; a request slower than {example['config'].get('timeout_s')} s end to "
-             "end is a timeout (timeout rate = (timeouts + failed) / requests kept). Mixed steps and "
-             "fallback steps come from the engine-side recorder (custom strategies only).", "",
-             provenance_line([run.get("meta") for run in loaded]), ""]
-    pairs = runs[["workload", "rate"]].drop_duplicates()
-    pairs = sorted(map(tuple, pairs.values), key=lambda p: (p[0], _rate_order(p[1])))
-    for workload, rate in pairs:
-        lines += [f"### {workload}, {load_label(rate)}", "",
-                  task3_table(runs, workload, rate).to_markdown(index=False), ""]
-        figure = plot_cdfs(folder, runs, workload, rate, results_dir / "figures")
-        lines += [f"![{figure.stem}](figures/{figure.name})", ""]
-        if workload.startswith("varlen"):
-            lines += ["TTFT by prompt length (quartiles of this workload's prompts):", "",
-                      ttft_by_prompt_length(folder, runs, workload, rate).to_markdown(index=False), ""]
-    return "\n".join(lines)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    for ax, column in zip(axes.flat, METRICS):
+        draw(ax, column)
+        ax.set_yscale("log")
+        ax.set_title(column + ", log scale")
+    for ax in axes[1]:
+        ax.set_xlabel(BUDGET)
+    _lag_legend(axes[0][0])
+    fig.suptitle(f"A1: token budget vs latency (lines: median of runs; markers: each run; {lag_count(runs)})")
+    a1 = _save(fig, figures / "task2_A1_latency.png")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    draw(ax, THROUGHPUT)
+    ax.set_xlabel(BUDGET)
+    ax.set_ylabel("output tokens/s")
+    ax.set_title(f"A2: token budget vs throughput (every run; {lag_count(runs)})", fontsize=10)
+    _lag_legend(ax)
+    return [a1, _save(fig, figures / "task2_A2_throughput.png")]
 
 
-# --------------------------------------------------------------------------------------------
-# Beyond the handout: SLO attainment and goodput vs request rate (slo_study.sh)
-# --------------------------------------------------------------------------------------------
-SLO_TARGET_ATTAINMENT = 0.9
+def kept_request_values(run: dict[str, Any]) -> dict[str, list[float]]:
+    """TTFT (ms; a failed request as inf) and prompt length of each kept request, and every ITL
+    (ms, one per streamed chunk) of the kept successful ones."""
+    detail = run_detail(run)
+    kept = kept_indices(detail["start_times"], run["config"]["warmup_fraction"])
+    ok = {i for i in kept if is_success(detail, i)}
+    return {"ttft_ms": [detail["ttfts"][i] * 1e3 if i in ok else float("inf") for i in kept],
+            "input_lens": [detail["input_lens"][i] for i in kept],
+            "itl_ms": [x * 1e3 for i in kept if i in ok for x in detail["itls"][i]]}
 
 
-def variant_label(tag: str) -> str:
-    """``slo-15ms`` -> 'Strategy C: ... (stall bound 15 ms)'; plain names as ``strategy_label``."""
-    match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
-    if match and match.group(1) in STRATEGY_LABELS:
-        return f"{strategy_label(match.group(1))} (stall bound {match.group(2)} ms)"
-    return strategy_label(tag)
+def plot_cdfs(loaded: list[dict[str, Any]], workload: str, rate: str, figures: Path) -> Path:
+    """3A: TTFT and ITL CDFs (log-x, ms), one curve per run, a colour per strategy (and setting
+    where a folder has several), dashed where the front end lagged. Failed requests keep the
+    TTFT curve below 1."""
+    part = [r for r in loaded if (r["config"]["workload"], r["config"]["rate"]) == (workload, rate)]
+    part.sort(key=lambda r: (_strategy_order(r["config"]["scheduler"]), setting(r), r["config"]["run"]))
+    several = len({setting(r) for r in part}) > 1
+    colors: dict[str, str] = {}
+    fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for run in part:
+        name = strategy_label(run["config"]["scheduler"]) + (f" [{setting(run)}]" if several else "")
+        label = None if name in colors else name
+        color = colors.setdefault(name, f"C{len(colors)}")
+        values = kept_request_values(run)
+        for ax, key in ((ax_ttft, "ttft_ms"), (ax_itl, "itl_ms")):
+            xs = np.sort(values[key])
+            if xs.size:
+                ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color=color, linewidth=1,
+                        linestyle="--" if frontend(run)["lagged"] else "-",
+                        label=label if ax is ax_ttft else None)
+    for ax, title in ((ax_ttft, "TTFT"), (ax_itl, "ITL, per streamed chunk")):
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{title} (ms, log scale)")
+        ax.set_ylim(0, 1.01)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(f"{title} CDF")
+    ax_ttft.set_ylabel("fraction of requests")
+    ax_itl.set_ylabel("fraction of chunk gaps")
+    ax_ttft.plot([], [], color="grey", linestyle="--", label="dashed: front end lagged")
+    ax_ttft.legend(loc="lower right", fontsize=7)
+    lagged = sum(bool(frontend(r)["lagged"]) for r in part)
+    fig.suptitle(f"3A: {workload}, {load_label(rate)}, every run; front end lagged in {lagged} of "
+                 f"{len(part)} (first 10% of requests dropped)")
+    return _save(fig, figures / f"{part[0]['_folder']}_3A_cdf_{workload}_rate-{rate}.png")
 
 
-def _variant_order(tag: str) -> tuple[int, str]:
-    base = re.sub(r"-\d+(?:\.\d+)?ms$", "", tag)
-    return (_strategy_order(base)[0], tag)
-
-
-def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text is not None else None
-
-
-def slo_runs(loaded: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run: the strategy variant (tag), rate, SLO attainment and goodput recomputed
-    from the per-request data, and the usual latency/throughput summary."""
-    from lab_metrics import parse_slo, slo_attainment, unpack_detail
-
-    rows = []
-    for run in loaded:
-        cfg, summary = run["config"], run["summary"]
-        slo = parse_slo(cfg.get("goodput"))
-        detail = unpack_detail(run["client"]["detail_npz_b64"])
-        attained = slo_attainment(detail, slo, cfg["warmup_fraction"])
-        policy = ((run.get("engine") or {}).get("scheduler_counts_this_run") or {}).get("policy", {})
-        rows.append({
-            "strategy": cfg["tag"], "rate": cfg["rate"], "run": cfg["run"], "file": run["_file"],
-            "slo": cfg.get("goodput") or "ttft:500 tpot:50",
-            "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
-            **{f"missed {term.upper()}": count / attained["num_kept"]
-               for term, count in attained["num_missed_by_term"].items()},
-            "TTFT P99 (ms)": summary["ttft_ms"]["p99"], "ITL P99 (ms)": summary["itl_ms"]["p99"],
-            "TTFT P50 (ms)": summary["ttft_ms"]["p50"], "ITL P50 (ms)": summary["itl_ms"]["p50"],
-            THROUGHPUT: summary["output_throughput_tok_s"],
-            "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
-            "stall guard steps": policy.get("stall_guard_steps"),
-            "pace guard steps": policy.get("pace_guard_steps"),
-            "peak running": ((run.get("engine") or {}).get("metrics") or {}).get("peak_num_requests_running"),
-            "seq cap": _int_or_none(server_flag(cfg.get("server_args") or "", "--max-num-seqs")),
-            "GPU util window": ((run.get("host") or {}).get("gpu_util") or {}).get("window"),
-            **host_load_columns(run),
-        })
-    return pd.DataFrame(rows)
-
-
-HOST_COLUMNS = ("busiest server process (cores)", "GPU util (%)")
-MISSED_COLUMNS = ("missed TTFT", "missed TPOT")  # share of kept requests over each SLO term
-
-
-def host_load_columns(run: dict[str, Any]) -> dict[str, float | None]:
-    """From the ``host`` block (schema 2): the server's busiest process in cores over the run
-    (near 1.0: a saturated Python process, e.g. the API server) and the GPU's mean utilization."""
-    host = run.get("host") or {}
-    busiest = (host.get("server_cpu") or [{}])[0].get("cpu_cores")
-    return dict(zip(HOST_COLUMNS, (busiest, (host.get("gpu_util") or {}).get("mean_pct"))))
-
-
-def slo_medians(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median over runs per (strategy, rate), rates as numbers, ordered for plotting."""
-    columns = ["attainment", "goodput (req/s)", "TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)",
-               "ITL P99 (ms)", THROUGHPUT]
-    columns += [c for c in MISSED_COLUMNS + HOST_COLUMNS if c in runs and runs[c].notna().any()]
-    grouped = runs.groupby(["strategy", "rate"])
-    table = grouped[columns].median()
-    table["attainment min"] = grouped["attainment"].min()
-    table["attainment max"] = grouped["attainment"].max()
-    table["runs"] = grouped.size()
-    table = table.reset_index()
-    table["rate"] = table["rate"].astype(float)
-    table["order"] = table["strategy"].map(_variant_order)
-    return table.sort_values(["order", "rate"]).drop(columns="order").reset_index(drop=True)
-
-
-def slo_target_check(medians: pd.DataFrame, challenger: str = "slo",
-                     baseline: str = "default") -> pd.DataFrame:
-    """The issue's target: at the highest rate where the baseline still meets the SLO for 90% of
-    requests, and at the next rate above, the challenger's goodput and throughput against the
-    baseline's. Empty when either strategy or such a rate is missing.
-
-    Note: at the first of the two rates the ratio cannot exceed 1 / 0.9 = 1.11 when goodput is
-    bounded by the offered rate, whatever the challenger does.
-    """
-    base = medians[medians["strategy"] == baseline].set_index("rate")
-    other = medians[medians["strategy"] == challenger].set_index("rate")
-    meeting = base[base["attainment"] >= SLO_TARGET_ATTAINMENT].index
-    if base.empty or other.empty or meeting.empty:
-        return pd.DataFrame()
-    knee = max(meeting)
-    above = [r for r in base.index if r > knee]
-    rows = []
-    for label, rate in (("highest rate at >= 90%", knee), ("next rate above", min(above) if above else None)):
-        if rate is None or rate not in other.index:
-            continue
-        rows.append({
-            "point": label, "rate (req/s)": rate,
-            f"{baseline} attainment": base.at[rate, "attainment"],
-            f"{challenger} attainment": other.at[rate, "attainment"],
-            "goodput ratio": other.at[rate, "goodput (req/s)"] / base.at[rate, "goodput (req/s)"],
-            "throughput ratio": other.at[rate, THROUGHPUT] / base.at[rate, THROUGHPUT],
-        })
-    return pd.DataFrame(rows)
-
-
-def attainment_range(medians: pd.DataFrame) -> pd.Series:
-    """'47.9-94.3%' per row: the runs' lowest and highest attainment (one value for one run)."""
-    return medians.apply(lambda r: f"{r['attainment min']:.1%}" if r["runs"] < 2 else
-                         f"{r['attainment min'] * 100:.1f}-{r['attainment max']:.1%}", axis=1)
-
-
-def missing_reference_note(medians: pd.DataFrame, ratios_at: str, baseline: str = "default") -> str | None:
-    """Why a study with the baseline and a challenger has no target check: the baseline met the
-    SLO for 90% of requests at no measured rate, so the issue's reference point does not exist.
-    ``ratios_at`` says where the reader finds the goodput ratios instead."""
-    base = medians[medians["strategy"] == baseline]
-    challengers = set(medians["strategy"]) & set(SLO_CHALLENGERS)
-    if base.empty or not challengers or (base["attainment"] >= SLO_TARGET_ATTAINMENT).any():
-        return None
-    best = base.loc[base["attainment"].idxmax()]
-    return (f"No target check: its reference point is the highest rate at which the default "
-            f"meets the SLO for >= {SLO_TARGET_ATTAINMENT:.0%} of requests, and here the "
-            f"default's median attainment stayed below that at every measured rate (best: "
-            f"{best['attainment']:.1%} at {best['rate']:g} req/s). Goodput ratios at every rate "
-            f"are {ratios_at}.")
-
-
-def plot_slo(medians: pd.DataFrame, slo: str, figures: Path, prefix: str = "slo",
-             budgets: pd.DataFrame | None = None, runs: pd.DataFrame | None = None) -> list[Path]:
-    """Attainment and goodput vs rate; P99 TTFT vs P99 ITL across strategies (one point a rate)
-    and, beside it when Task 2 results exist, across token budgets (the default scheduler).
-    With several runs per point, each run is drawn too (small crosses): the median alone would
-    hide how far runs of one configuration land apart."""
-    figures.mkdir(parents=True, exist_ok=True)
-    fig, (ax_att, ax_good) = plt.subplots(1, 2, figsize=(11, 4))
-    several = runs is not None and medians["runs"].max() > 1
-    for tag, part in medians.groupby("strategy", sort=False):
-        line, = ax_att.plot(part["rate"], part["attainment"] * 100, marker="o", label=variant_label(tag))
-        ax_good.plot(part["rate"], part["goodput (req/s)"], marker="o", label=variant_label(tag))
-        if several:
-            each = runs[runs["strategy"] == tag]
-            for ax, column, scale in ((ax_att, "attainment", 100), (ax_good, "goodput (req/s)", 1)):
-                ax.scatter(each["rate"].astype(float), each[column] * scale, marker="x", s=22,
-                           color=line.get_color(), alpha=0.7)
-    if several:
-        ax_att.set_title("lines: median over runs; crosses: each run", fontsize=9)
-    ax_att.axhline(SLO_TARGET_ATTAINMENT * 100, color="grey", linestyle="--", linewidth=1)
+def plot_slo(runs: pd.DataFrame, figures: Path, prefix: str) -> Path:
+    """SLO attainment and goodput vs request rate: a line per strategy through the medians,
+    every run a marker (hollow: lagged)."""
+    runs = runs.assign(rate_value=runs["rate"].astype(float))
+    fig, (ax_att, ax_good) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, (tag, part) in enumerate(sorted(runs.groupby("strategy"), key=lambda g: _strategy_order(g[0]))):
+        _runs_and_median(ax_att, part, "rate_value", "attainment", f"C{i}", strategy_label(tag), 100)
+        _runs_and_median(ax_good, part, "rate_value", "goodput (req/s)", f"C{i}", strategy_label(tag))
+    rates = sorted(runs["rate_value"].unique())
+    ax_good.plot(rates, rates, color="grey", linestyle=":", linewidth=1, label="offered rate")
     ax_att.set_ylabel("requests meeting the SLO (%)")
     ax_good.set_ylabel("goodput (requests/s meeting the SLO)")
-    rates = sorted(medians["rate"].unique())
-    ax_good.plot(rates, rates, color="grey", linestyle=":", linewidth=1, label="offered rate")
     for ax in (ax_att, ax_good):
         ax.set_xlabel("request rate (req/s)")
         ax.grid(True, alpha=0.3)
-    ax_good.legend(fontsize=8)
-    fig.suptitle(f"SLO {slo}: attainment and goodput vs rate (first 10% of requests dropped)")
-    fig.tight_layout()
-    attainment = figures / f"{prefix}_attainment_goodput.png"
-    fig.savefig(attainment, dpi=120)
-    plt.close(fig)
-
-    panels = 2 if budgets is not None and not budgets.empty else 1
-    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 5), squeeze=False)
-    ax = axes[0][0]
-    for tag, part in medians.groupby("strategy", sort=False):
-        ax.plot(part["ITL P99 (ms)"], part["TTFT P99 (ms)"], marker="o", label=variant_label(tag))
-        for _, row in part.iterrows():
-            ax.annotate(f"{row['rate']:g}", (row["ITL P99 (ms)"], row["TTFT P99 (ms)"]),
-                        textcoords="offset points", xytext=(4, 3), fontsize=7)
-    ax.set_title("strategies (labels: request rate)")
-    if panels == 2:
-        ax_b = axes[0][1]
-        for rate, part in budgets.groupby("rate", sort=False):
-            part = part.sort_values("max_num_batched_tokens")
-            ax_b.plot(part["ITL P99 (ms)"], part["TTFT P99 (ms)"], marker="s", label=load_label(rate))
-            for _, row in part.iterrows():
-                ax_b.annotate(f"{row['max_num_batched_tokens']}", (row["ITL P99 (ms)"], row["TTFT P99 (ms)"]),
-                              textcoords="offset points", xytext=(4, 3), fontsize=7)
-        ax_b.set_title("vLLM default, Task 2 (labels: max_num_batched_tokens)")
-    for ax in axes[0]:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("ITL P99 (ms, log scale)")
-        ax.set_ylabel("TTFT P99 (ms, log scale)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("P99 TTFT vs P99 ITL: lower left is better")
-    fig.tight_layout()
-    tradeoff = figures / f"{prefix}_tradeoff.png"
-    fig.savefig(tradeoff, dpi=120)
-    plt.close(fig)
-    return [attainment, tradeoff]
+    _lag_legend(ax_good)
+    fig.suptitle("SLO attainment and goodput vs rate (lines: median of runs; markers: each run; "
+                 f"{lag_count(runs)})")
+    return _save(fig, figures / f"{prefix}_attainment_goodput.png")
 
 
-def gpu_count(run: dict[str, Any]) -> int:
-    return ((run.get("meta") or {}).get("gpu") or {}).get("count") or 1
-
-
-def host_condition(run: dict[str, Any]) -> str:
-    """What ran beside a run on its host: "lockstep" (its wave's partners, started together),
-    "beside" (another vLLM server, not in lockstep), "unrecorded" (a file from before the
-    ``host`` block, made on a host with several GPUs, where the other GPU may have been busy)
-    or "alone"."""
-    host = run.get("host")
-    if host is None:
-        slots = (run["config"].get("parallel_gpu_slots") or "").split()
-        return "unrecorded" if gpu_count(run) > 1 or len(slots) > 1 else "alone"
-    if ((host.get("lockstep") or {}).get("all_met")):
-        return "lockstep"
-    if any((host.get(when) or {}).get("other_vllm_servers", 0) > 0 for when in ("before", "after")):
-        return "beside"
-    return "alone"
-
-
-def unpaired_runs(loaded: list[dict[str, Any]]) -> int:
-    """Runs that may have had a busy neighbour and no lockstep: what ran beside them differed
-    between strategies, so their comparison carries that difference too."""
-    return sum(host_condition(run) in ("beside", "unrecorded") for run in loaded)
-
-
-def gpu_window_note(loaded: list[dict[str, Any]]) -> str | None:
-    """For runs whose GPU utilization averages over the client's whole life (before the load
-    window existed): how much longer that life was than the load, i.e. how far the mean is
-    diluted by idle start-up time. None when every run measured the load window only."""
-    spans = []
+def ttft_by_prompt_length(loaded: list[dict[str, Any]], workload: str, rate: str,
+                          buckets: int = 4) -> pd.DataFrame:
+    """TTFT P50/P99 per prompt-length quartile and strategy, pooled over the point's runs: who
+    gains and who pays when the admission order depends on the prompt's length."""
+    frames = []
     for run in loaded:
-        gpu = (run.get("host") or {}).get("gpu_util") or {}
-        duration = (run.get("client") or {}).get("duration")
-        if gpu and gpu.get("window") != "load" and duration:
-            spans.append(gpu["samples"] * gpu["interval_s"] / duration)
-    if not spans:
-        return None
-    return (f"GPU util: {len(spans)} of {len(loaded)} runs predate the load window, so their GPU "
-            "utilization averages over the client's whole life, idle start-up included: at least "
-            f"{statistics.median(spans):.1f}x as long as the load itself (median; sample count x "
-            "interval / benchmark duration), so the GPU was busier during the load than the column "
-            "shows, by up to that factor. Newer runs measure the load only "
-            "(`host.gpu_util.window`).")
+        if (run["config"]["workload"], run["config"]["rate"]) == (workload, rate):
+            values = kept_request_values(run)
+            frames.append(pd.DataFrame({"strategy": run["config"]["scheduler"], "len": values["input_lens"],
+                                        "ttft": values["ttft_ms"], "lagged": frontend(run)["lagged"]}))
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames)
+    frame["bucket"] = pd.qcut(frame["len"], buckets, duplicates="drop")
+    rows = []
+    for (tag, bucket), group in frame.groupby(["strategy", "bucket"], observed=True):
+        with np.errstate(invalid="ignore"):
+            p50, p99 = np.percentile(group["ttft"], [50, 99])
+        rows.append({"strategy": tag, "prompt tokens": f"{int(bucket.left) + 1}-{int(bucket.right)}",
+                     "requests": len(group), "TTFT P50 (ms)": round(float(p50), 1),
+                     "TTFT P99 (ms)": round(float(p99), 1),
+                     "front end": "lagged" if group["lagged"].any() else "kept up"})
+    return pd.DataFrame(rows).sort_values("strategy", key=_sort_key, kind="stable")
 
 
-SLO_FOLDERS = {"slo": "SLO study: attainment and goodput vs request rate",
-               "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
-               "slo_pilot": "SLO pilot study (first session, not in lockstep)"}
-SLO_CHALLENGERS = ("paced", "deadline", "slo", "prefill-first")  # ours first, then A for reference
+# --------------------------------------------------------------------------------------------
+# The command: everything read once, then CSVs, figures, tables.md and the report
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Results:
+    """Task 1's file and every serving folder's runs (folders with runs only), read once."""
+
+    folder: Path
+    task1: dict[str, Any] | None
+    serving: dict[str, list[dict[str, Any]]]
+    _rows: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, folder: Path) -> Results:
+        task1 = load_json(folder / "task1.json")
+        serving = {p.name: load_runs(p) for task in ("task2", "task3", "slo")
+                   for p in serving_folders(folder, task)}
+        return cls(folder, task1 if task1 and task1.get("methods") else None,
+                   {name: runs for name, runs in serving.items() if runs})
+
+    def folders(self, task: str) -> list[str]:
+        return [name for name in self.serving if name == task or name.startswith(task + "_")]
+
+    def runs(self, task: str) -> list[dict[str, Any]]:
+        return [run for name in self.folders(task) for run in self.serving[name]]
+
+    def folder_rows(self, name: str) -> pd.DataFrame:
+        """One folder's per-run rows (``run_rows``), computed once."""
+        if name not in self._rows:
+            self._rows[name] = run_rows(self.serving.get(name, []))
+        return self._rows[name]
+
+    def rows(self, task: str) -> pd.DataFrame:
+        """Per-run rows of every folder of ``task`` (``task2``, ``task3``), or of one folder."""
+        frames = [self.folder_rows(n) for n in (self.folders(task) if task in ("task2", "task3") else [task])]
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def points(self, folder: str) -> list[tuple[str, str]]:
+        """The (workload, rate) points of a folder, in order."""
+        pairs = {(r["config"]["workload"], r["config"]["rate"]) for r in self.serving[folder]}
+        return sorted(pairs, key=lambda p: (p[0], _rate_order(p[1])))
 
 
-def slo_section(results_dir: Path, folder_name: str = "slo",
-                budgets: pd.DataFrame | None = None) -> str:
-    """One SLO study's tables, target checks and figures (files prefixed with the folder name);
-    ``budgets``, Task 2's medians at finite rates, if any, join the trade-off figure."""
-    title = SLO_FOLDERS.get(folder_name, folder_name)
-    loaded = load_runs(results_dir / folder_name)
-    if not loaded:
-        return f"## {title}\n\nNo results yet (run `bash slo_study.sh`).\n"
-    runs = slo_runs(loaded)
-    runs.to_csv(results_dir / f"{folder_name}_runs.csv", index=False)
-    medians = slo_medians(runs)
-    slo = _distinct(list(runs["slo"]))
-    example = loaded[0]
-    lines = [f"## {title}", "",
-             f"SLO per request: `{slo}` (TTFT and mean TPOT in ms). Attainment = share of kept "
-             "requests meeting it (failed requests miss it); goodput = those requests per second "
-             "of the run's span. First 10% of requests dropped. Server flags: "
-             f"`{example['config'].get('server_args')}`; bench flags: "
-             f"`{example['config'].get('bench_args')}`. Per-run values in `{folder_name}_runs.csv`.", "",
-             provenance_line([run.get("meta") for run in loaded]), ""]
-    unpaired = unpaired_runs(loaded)
-    if unpaired:
-        lines += [f"Caution: {unpaired} of {len(loaded)} runs ran while another server worked on "
-                  "the other GPU of the same host, not in lockstep, so strategies met different "
-                  "neighbours (README: \"Measurement noise\"). Differences between strategies "
-                  "here mix the policy with that.", ""]
-    shown = medians.copy()
-    shown.insert(0, "strategy", shown.pop("strategy").map(variant_label))
-    for column in ("attainment",) + MISSED_COLUMNS:
-        if column in shown:
-            shown[column] = shown[column].map(lambda v: f"{v:.1%}")
-    if shown["runs"].max() > 1:  # the runs' spread beside their median
-        shown.insert(shown.columns.get_loc("attainment") + 1, "attainment range", attainment_range(medians))
-    shown = shown.drop(columns=["attainment min", "attainment max"])
-    lines += [shown.round(2).to_markdown(index=False), ""]
-    note = gpu_window_note(loaded)
-    if note:
-        lines += [note, ""]
-    for challenger in SLO_CHALLENGERS:
-        check = slo_target_check(medians, challenger=challenger)
-        if not check.empty:
-            lines += [f"Target check ({strategy_label(challenger)} against the default; goodput "
-                      "ratio >= 1.2 and throughput ratio >= 0.95 wanted; at the first point the "
-                      "ratio is at most 1 / 0.9 = 1.11 by construction):", "",
-                      check.round(3).to_markdown(index=False), ""]
-    reference_note = missing_reference_note(medians, ratios_at="in REPORT.md")
-    if reference_note:
-        lines += [reference_note, ""]
-    figures = plot_slo(medians, slo, results_dir / "figures", folder_name, budgets, runs)
-    lines += [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
-    return "\n".join(lines)
-
-
-def finite_rate_budgets(task2_loaded: list[dict[str, Any]]) -> pd.DataFrame | None:
-    """Task 2's medians at finite rates (the trade-off figure's budget panel), or None."""
-    runs = task2_runs(task2_loaded)
-    if runs.empty:
-        return None
-    table = task2_table(runs)
-    return table[table["rate"] != "inf"]
+def write_figures(res: Results) -> None:
+    figures = res.folder / "figures"
+    if res.folders("task2"):
+        plot_task2(res.rows("task2"), figures)
+    for name in res.folders("task3"):
+        for workload, rate in res.points(name):
+            plot_cdfs(res.serving[name], workload, rate, figures)
+    for name in res.folders("slo"):
+        plot_slo(res.rows(name), figures, name)
 
 
 def main(argv: list[str]) -> int:
@@ -760,19 +532,13 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.results.is_dir():
         parser.error(f"{args.results} is not a folder")
-    text = "# Lab 3 results\n\nGenerated by `plot_results.py` from the JSON files in this folder.\n\n"
-    task2_loaded = load_runs(args.results / "task2")  # read once: Task 2 and the SLO figures
-    budgets = finite_rate_budgets(task2_loaded)
-    text += "\n".join([task1_section(args.results), task2_section(args.results, task2_loaded),
-                       task3_section(args.results)]
-                      + [slo_section(args.results, name, budgets) for name in SLO_FOLDERS
-                         if name == "slo" or (args.results / name).is_dir()])
-    out = args.results / "tables.md"
-    out.write_text(text)
-    print(f"wrote {out}")
     from report import write_report  # imported here: report imports this module
 
-    for path in write_report(args.results, pdf=args.pdf):
+    res = Results.load(args.results)
+    for name in res.serving:
+        res.folder_rows(name).to_csv(args.results / f"{name}_runs.csv", index=False)
+    write_figures(res)
+    for path in write_report(res, pdf=args.pdf):
         print(f"wrote {path}")
     return 0
 

@@ -1,4 +1,8 @@
-"""Task 1: Hugging Face transformers (serial, static batching) vs vLLM offline, same prompts.
+r"""Task 1: Hugging Face transformers (serial, static batching) vs vLLM offline, same prompts.
+
+``python`` below is the project's interpreter: ``.venv/bin/python`` (built by ``run_tests.sh`` or
+``run_lab.sh``), or on a GPU host without internet the ``python3`` that has vLLM after
+``source /root/offline-gpu/install.sh activate`` (README, "A GPU host without internet"):
 
     python task1_vllm_vs_hf.py                                  # all three methods, real weights
     python task1_vllm_vs_hf.py --model models/qwen3-0.6b --dummy-weights   # offline host
@@ -26,7 +30,8 @@ allocated blocks x block size).
 
 Results go to ``--out`` (default ``results/task1.json``), written after each method. A method
 already in the file is skipped unless ``--force``; a file made with another configuration is
-refused (use ``--force`` or another ``--out``).
+refused (use ``--force`` or another ``--out``). A model folder or prompts file that cannot be read
+is a one-line error (exit status 2) before any method runs.
 """
 
 from __future__ import annotations
@@ -80,11 +85,12 @@ def kv_peak_static(batches: Sequence[Sequence[int]], new_tokens: int, bytes_per_
 
 
 def padding_stats(batches: Sequence[Sequence[int]], new_tokens: int) -> dict[str, float]:
-    """KV slots held by static batching vs slots that real tokens need."""
+    """KV slots held by static batching vs slots that real tokens need; ``padding_share`` is the
+    padding's share of the held slots, (held - real) / held."""
     held = sum(len(b) * (max(b) + new_tokens) for b in batches)
     real = sum(n + new_tokens for b in batches for n in b)
-    return {"held_token_slots": held, "real_tokens": real,
-            "padding_waste_ratio": (held - real) / real}
+    return {"held_token_slots": held, "real_tokens": real, "padding_slots": held - real,
+            "padding_share": (held - real) / held}
 
 
 def largest_fitting_batch(fits: Callable[[int], None], start: int) -> tuple[int, list[dict[str, Any]]]:
@@ -447,15 +453,48 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
+def load_inputs(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]], int]:
+    """The model (its tokenizer built if needed), the prompts and the KV bytes per token.
+
+    Everything named on the command line is read here, before any method runs, so that a wrong
+    path fails in a second rather than after a model load. Raises OSError (a missing or unreadable
+    folder or file, an unknown Hub id) or ValueError (a config that is not JSON, too few prompts).
+    """
     model = resolve_model(args.model)
     prompts = load_prompts(args.prompts, args.num_prompts)
-    bytes_per_token = kv_bytes_per_token(load_config(model)) if Path(model).is_dir() else None
-    if bytes_per_token is None:
+    if Path(model).is_dir():
+        try:
+            config = load_config(model)
+        except json.JSONDecodeError as err:  # its message alone does not say which file
+            raise ValueError(f"{Path(model) / 'config.json'} is not valid JSON: {err}") from err
+    else:
         from transformers import AutoConfig
 
-        bytes_per_token = kv_bytes_per_token(AutoConfig.from_pretrained(model).to_dict())
+        config = AutoConfig.from_pretrained(model).to_dict()
+    return model, prompts, kv_bytes_per_token(config)
+
+
+def main(argv: list[str]) -> int:
+    """Task 1 for callers and tests: an unusable input raises (see ``load_inputs``)."""
+    args = parse_args(argv)
+    return run_methods(argv, args, *load_inputs(args))
+
+
+def cli(argv: list[str]) -> int:
+    """The command line: an unusable input is one line on stderr and exit status 2, no traceback."""
+    args = parse_args(argv)
+    try:
+        inputs = load_inputs(args)
+    except (OSError, ValueError) as err:
+        message = " ".join(str(err).split())  # transformers' messages span several lines
+        print(f"{Path(__file__).name}: error: {message}", file=sys.stderr)
+        return 2
+    return run_methods(argv, args, *inputs)
+
+
+def run_methods(argv: list[str], args: argparse.Namespace, model: str,
+                prompts: list[dict[str, Any]], bytes_per_token: int) -> int:
+    """Run each method not yet in ``--out``, writing the file after each one; print the table."""
     weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
     config = {"model": args.model, "weights": weights, "dtype": "bfloat16",
               "num_prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
@@ -497,4 +536,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(cli(sys.argv[1:]))

@@ -30,7 +30,20 @@ def test_kv_formulas_follow_the_handout():
     pad = t1.padding_stats([lens], 128)
     assert pad["held_token_slots"] == 4 * 637
     assert pad["real_tokens"] == sum(lens) + 4 * 128
-    assert pad["padding_waste_ratio"] == pytest.approx((4 * 637 - 1651) / 1651)
+    assert pad["padding_slots"] == 4 * 637 - 1651
+    assert pad["padding_share"] == pytest.approx((4 * 637 - 1651) / (4 * 637))
+
+
+def test_padding_share_of_the_committed_h200_run():
+    """The committed run's 64 prompts in one batch: 13,302 of 40,768 slots are padding, 32.6%
+    of the slots (not 48.4%, which is padding / real tokens), as stored in results/task1.json."""
+    results = json.loads((Path(__file__).resolve().parent.parent / "results" / "task1.json").read_text())
+    static = results["methods"]["hf-static"]
+    batches = t1.static_batches(results["input_lens"], static["batch_size"])
+    pad = t1.padding_stats(batches, results["config"]["max_new_tokens"])
+    assert (pad["held_token_slots"], pad["padding_slots"]) == (40768, 13302)
+    assert round(pad["padding_share"], 3) == 0.326
+    assert static["padding"] == pad
 
 
 def test_largest_fitting_batch_halves_then_bisects():
