@@ -412,7 +412,8 @@ def task3_section(res: Results) -> list[Block]:
                 blocks.append(para(lag_sentence(part, "this point's lagged runs")))
             if workload.startswith("varlen") and "sjf" in set(part["strategy"]):
                 by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
-                blocks += [para("TTFT by prompt-length quartile, pooled over each strategy's runs:"),
+                blocks += [heading(f"TTFT by prompt length: {title}", 4),
+                           para("Prompt-length quartiles, pooled over each strategy's runs:"),
                            table(shown(by_len))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else

@@ -13,9 +13,12 @@
 #   2. the same with one API server (the handout's server)    -> results/task2_api-1/
 #   3. only if a step-1 run lagged (completeness < 0.99): MORE_API_SERVERS (8) API servers
 #                                                              -> results/task2_api-8/
-#   4. Task 3 with the first setting that kept up: default, Strategy A, SJF at the stress rate
-#      (0.9 x that setting's capacity), fixed and variable-length loads -> results/task3_api-N/
-#   5. Task 2 at budget 2048 in that setting: rate 16 and 0.9 x capacity -> results/task2_api-N/
+#   4. Task 2 at budget 2048 in the first setting that kept up (N API servers): rate 16 and
+#      0.9 x that setting's capacity                           -> results/task2_api-N/
+#   5. Task 3 in that setting: default, Strategy A, SJF at the stress rate (0.9 x capacity),
+#      fixed and variable-length loads                          -> results/task3_api-N/
+# Step 4 comes before step 5 because it needs one server start, not six: a study cut short by a
+# time limit still ends with complete points.
 # Every run's front-end check is in its file. Done runs are skipped, so a cut-off study resumes;
 # the other budgets of Task 2 go into the same folder later (task2.sh --out-dir results/task2_api-N).
 set -euo pipefail
@@ -68,12 +71,12 @@ main() {
   fi
   local stress
   stress="$(source "$ROOT/sweep_lib.sh" && capacity_rate "$RESULTS/task2_api-$api" mnbt-2048 0.9 48)"
-  say "4/5: Task 3 with $api API servers at the stress rate $stress req/s"
-  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$api" --rate "$stress" \
-    --stress-rate "$stress" --out-dir "$RESULTS/task3_api-$api"
-  say "5/5: Task 2 at budget 2048 with $api API servers: rate 16 and near saturation"
+  say "4/5: Task 2 at budget 2048 with $api API servers: rate 16 and near saturation"
   bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates 16 \
     --near-saturation 0.9 --api-servers "$api" --out-dir "$RESULTS/task2_api-$api"
+  say "5/5: Task 3 with $api API servers at the stress rate $stress req/s"
+  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$api" --rate "$stress" \
+    --stress-rate "$stress" --out-dir "$RESULTS/task3_api-$api"
   say "done"
 }
 

@@ -92,7 +92,7 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
         assert data["host"]["server_cpu"] and data["host"]["server_cpu"][0]["cpu_cores"] > 0
         assert (data["host"]["gpu_util"] is None) == (shutil.which("nvidia-smi") is None)
     tables = (tmp_path / "results" / "tables.md").read_text()
-    assert "## Task 2" in tables and "|                       64 |" in tables
+    assert "Task 2: max_num_batched_tokens sweep" in tables and "|                       64 |" in tables
     for name in ("task2_A1_latency.png", "task2_A2_throughput.png"):
         assert (tmp_path / "results" / "figures" / name).stat().st_size > 10_000
     groups = server_groups(proc.stdout)
