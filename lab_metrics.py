@@ -25,12 +25,10 @@ Definitions (all latencies in milliseconds):
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import lzma
 import math
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,18 +40,19 @@ from provenance import write_json_atomic
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
 FRONTEND_LAG_THRESHOLD = 0.99  # token-gap completeness below this: the front end lagged
-XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 # --------------------------------------------------------------------------------------------
 # Compact storage of per-request arrays
 # --------------------------------------------------------------------------------------------
-def pack_detail(client: dict[str, Any]) -> str:
-    """Per-request arrays as base64 of an xz-compressed ``.npz``; times kept to the microsecond.
+DETAIL_SUFFIX = ".requests.npz.xz"
+
+
+def pack_detail(client: dict[str, Any]) -> bytes:
+    """Per-request arrays as an xz-compressed ``.npz``; times kept to the microsecond.
 
     ITLs (hundreds of thousands of floats a run) are stored as int32 microseconds with offsets;
-    xz over the plain ``.npz`` halves what ``np.savez_compressed`` (zlib) gives, which keeps a
-    full set of results inside the repository's size budget.
+    xz over the plain ``.npz`` halves what ``np.savez_compressed`` (zlib) gives.
     """
     itls = client["itls"]
     flat = np.array([round(x * 1e6) for row in itls for x in row], dtype=np.int64)
@@ -70,20 +69,12 @@ def pack_detail(client: dict[str, Any]) -> str:
         start_times=np.array(client["start_times"], dtype=np.float64),
         errors=errors,
     )
-    packed = lzma.compress(buffer.getvalue(), preset=9)
-    return base64.b64encode(packed).decode("ascii")
+    return lzma.compress(buffer.getvalue(), preset=9)
 
 
-def _npz_bytes(packed: str) -> bytes:
-    """The ``.npz`` inside a packed detail: xz-compressed (current) or a zlib ``.npz`` (older
-    result files, still read as they are)."""
-    raw = base64.b64decode(packed)
-    return lzma.decompress(raw) if raw.startswith(XZ_MAGIC) else raw
-
-
-def unpack_detail(packed: str) -> dict[str, Any]:
+def unpack_detail(packed: bytes) -> dict[str, Any]:
     """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them."""
-    data = np.load(io.BytesIO(_npz_bytes(packed)))
+    data = np.load(io.BytesIO(lzma.decompress(packed)))
     offsets = data["itl_offsets"]
     itl = data["itl_us"] / 1e6
     return {
@@ -96,22 +87,29 @@ def unpack_detail(packed: str) -> dict[str, Any]:
     }
 
 
-def repack_result_file(path: Path) -> tuple[int, int]:
-    """Rewrite a result file's per-request arrays with the current ``pack_detail``, after
-    checking that they unpack to exactly the same values; returns (bytes before, bytes after).
-    Nothing else in the file changes."""
-    text = path.read_text()
-    run = json.loads(text)
-    old = run["client"]["detail_npz_b64"]
-    detail = unpack_detail(old)
-    new = pack_detail(detail)
-    if unpack_detail(new) != detail:
-        raise ValueError(f"{path}: repacked arrays differ from the original; file left as it was")
-    if new == old:
-        return len(text), len(text)
-    run["client"]["detail_npz_b64"] = new
-    write_json_atomic(path, run, indent=1 if text.startswith("{\n") else None)
-    return len(text), path.stat().st_size
+def detail_path(result_path: Path) -> Path:
+    """Where a result file's per-request arrays are: a binary file beside it, same stem. Kept
+    out of the JSON because base64 would add a third to the largest part of the results."""
+    return result_path.with_name(result_path.stem + DETAIL_SUFFIX)
+
+
+def write_run(result_path: Path, result: dict[str, Any], detail: dict[str, Any]) -> None:
+    """Write one run: its per-request arrays first, then the result file that names them, so a
+    result file (what a resumed sweep looks for) never exists without its arrays."""
+    arrays = detail_path(result_path)
+    arrays.parent.mkdir(parents=True, exist_ok=True)
+    tmp = arrays.with_name(f".{arrays.name}.tmp")
+    tmp.write_bytes(pack_detail(detail))
+    tmp.replace(arrays)
+    result["client"]["detail_file"] = arrays.name
+    write_json_atomic(result_path, result)
+
+
+def read_detail(result_path: Path, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A result file's per-request arrays, from the file beside it (``run``, the result already
+    read, saves reading it again)."""
+    run = run if run is not None else json.loads(result_path.read_text())
+    return unpack_detail((result_path.parent / run["client"]["detail_file"]).read_bytes())
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,20 +339,3 @@ class PeriodicSampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()
-
-
-def main(argv: list[str]) -> int:
-    """``python lab_metrics.py repack FILE...``: shrink older result files in place (lossless)."""
-    if len(argv) < 2 or argv[0] != "repack":
-        print("usage: python lab_metrics.py repack RESULT.json ...", file=sys.stderr)
-        return 2
-    before = after = 0
-    for name in argv[1:]:
-        old, new = repack_result_file(Path(name))
-        before, after = before + old, after + new
-    print(f"repacked {len(argv) - 1} file(s): {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

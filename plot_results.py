@@ -34,8 +34,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lab_metrics import (frontend_check, is_success, kept_indices, parse_slo,  # noqa: E402
-                         slo_attainment, unpack_detail)
+from lab_metrics import (is_success, kept_indices, parse_slo,  # noqa: E402
+                         read_detail, slo_attainment)
 
 ROOT = Path(__file__).resolve().parent
 MIB = 2**20
@@ -45,7 +45,12 @@ METRICS = {"TTFT P50 (ms)": ("ttft_ms", "p50"), "TTFT P99 (ms)": ("ttft_ms", "p9
            "ITL P50 (ms)": ("itl_ms", "p50"), "ITL P99 (ms)": ("itl_ms", "p99")}
 THROUGHPUT = "Throughput (tok/s)"
 BUDGET = "max_num_batched_tokens"
-CORES = ("API server (cores)", "engine core (cores)", "GPU util (%)")
+# Host readings over the load window, in cores: a Python process runs one thread, so a process
+# near 1.0 is saturated. The API servers are given together and by their busiest process.
+API_CORES, BUSIEST_API, ENGINE_CORES = "API servers (cores)", "busiest API server (cores)", "engine core (cores)"
+CLIENT_CORES, GPU_UTIL = "busiest client (cores)", "GPU util (%)"
+CORES = (API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL)
+WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with one chunk per token
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
 VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
 STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
@@ -169,18 +174,8 @@ def load_runs(folder: Path) -> list[dict[str, Any]]:
 def run_detail(run: dict[str, Any]) -> dict[str, Any]:
     """The run's per-request arrays, unpacked once."""
     if "_detail" not in run:
-        run["_detail"] = unpack_detail(run["client"]["detail_npz_b64"])
+        run["_detail"] = read_detail(run["_path"], run)
     return run["_detail"]
-
-
-def frontend(run: dict[str, Any]) -> dict[str, Any]:
-    """The run's front-end check as stored, or computed from its per-request arrays and host
-    readings for a file written before the check existed."""
-    if run.get("frontend"):
-        return run["frontend"]
-    cfg, host = run["config"], run.get("host") or {}
-    return frontend_check(run_detail(run), cfg["warmup_fraction"], host.get("server_cpu"),
-                          host.get("client_cpu"), cfg.get("api_server_count") or 1)
 
 
 def setting(run: dict[str, Any]) -> str:
@@ -189,6 +184,21 @@ def setting(run: dict[str, Any]) -> str:
     api, clients = cfg.get("api_server_count") or 1, cfg.get("client_processes") or 1
     return (f"{run['_folder']}: {api} API server{'s' * (api > 1)}, "
             f"{clients} client{'s' * (clients > 1)}")
+
+
+def client_start_spread_s(run: dict[str, Any]) -> float | None:
+    """How far apart the client processes of a run sent their first requests, in seconds (None
+    for one client). Each process starts its own clock after its own set-up, so several clients
+    at rate inf offer staggered bursts, not one. The merged arrays hold each process's
+    ``num_prompts`` requests in turn."""
+    processes = run["client"].get("per_process") or []
+    if len(processes) < 2:
+        return None
+    starts, firsts, at = run_detail(run)["start_times"], [], 0
+    for process in processes:
+        firsts.append(min(starts[at:at + process["num_prompts"]]))
+        at += process["num_prompts"]
+    return max(firsts) - min(firsts)
 
 
 def server_flag(server_args: str, flag: str) -> str | None:
@@ -202,7 +212,7 @@ def run_rows(loaded: list[dict[str, Any]]) -> pd.DataFrame:
     the front-end check and the host's CPU/GPU readings."""
     rows = []
     for run in loaded:
-        cfg, summary, front = run["config"], run["summary"], frontend(run)
+        cfg, summary, front = run["config"], run["summary"], run["frontend"]
         host, engine = run.get("host") or {}, run.get("engine") or {}
         counts = engine.get("scheduler_counts_this_run") or {}
         gpu = host.get("gpu_util") or {}
@@ -211,6 +221,7 @@ def run_rows(loaded: list[dict[str, Any]]) -> pd.DataFrame:
         budget = server_flag(cfg.get("server_args"), "--max-num-batched-tokens")
         rows.append({
             "setting": setting(run), "folder": run["_folder"], "file": run["_file"],
+            "api servers": cfg.get("api_server_count") or 1, "clients": cfg.get("client_processes") or 1,
             "strategy": cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"],
             "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
             BUDGET: int(budget) if budget else None,
@@ -221,13 +232,21 @@ def run_rows(loaded: list[dict[str, Any]]) -> pd.DataFrame:
             "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
             "timeout rate": summary["timeout_rate"],
             "completeness": front["token_gaps"]["completeness"], "lagged": bool(front["lagged"]),
-            CORES[0]: front.get("api_server_cores_total"), CORES[1]: roles.get("engine_core"),
-            CORES[2]: gpu.get("mean_pct") if gpu.get("window") == "load" else None,
+            WHOLE_REQUESTS: 100 * front["token_gaps"]["requests_complete_share"],
+            "min request completeness": front["token_gaps"]["min_request_completeness"],
+            API_CORES: front.get("api_server_cores_total"), BUSIEST_API: roles.get("api_server"),
+            ENGINE_CORES: roles.get("engine_core"),
+            CLIENT_CORES: max(front.get("client_cores") or [], default=None),
+            GPU_UTIL: gpu.get("mean_pct") if gpu.get("window") == "load" else None,
+            "client start spread (s)": client_start_spread_s(run),
             "mixed steps": (counts.get("steps") or {}).get("mixed"),
             "fallback steps": (counts.get("policy") or {}).get("fallback_steps"),
             "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
         })
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if not frame.empty:  # a reading a run lacks is NaN, so medians and rounding stay numeric
+        frame[list(CORES)] = frame[list(CORES)].astype(float)
+    return frame
 
 
 def _rate_order(rate: str) -> float:
@@ -294,8 +313,9 @@ def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def shown(table: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:
     """A table for reading: rounded, strategies labelled, attainment in %, and without the given
-    columns or columns that say the same thing in every row (stated in the text instead)."""
-    out = table.drop(columns=[c for c in drop if c in table]).copy()
+    columns, columns no run recorded, or columns that say the same thing in every row (stated in
+    the text instead)."""
+    out = table.drop(columns=[c for c in drop if c in table]).dropna(axis=1, how="all").copy()
     for column in ("setting", "folder"):
         if column in out and out[column].nunique() == 1:
             out = out.drop(columns=column)
@@ -325,9 +345,9 @@ def lag_count(runs: pd.DataFrame) -> str:
     return f"front end lagged in {int(runs['lagged'].sum())} of {len(runs)} runs"
 
 
-def _lag_legend(ax: Any) -> None:
+def _lag_legend(ax: Any, **placement: Any) -> None:
     ax.scatter([], [], s=26, edgecolors="grey", facecolors="none", label=LAG_NOTE)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, **placement)
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -366,12 +386,12 @@ def plot_task2(runs: pd.DataFrame, figures: Path) -> list[Path]:
     _lag_legend(axes[0][0])
     fig.suptitle(f"A1: token budget vs latency (lines: median of runs; markers: each run; {lag_count(runs)})")
     a1 = _save(fig, figures / "task2_A1_latency.png")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 6))
     draw(ax, THROUGHPUT)
     ax.set_xlabel(BUDGET)
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"A2: token budget vs throughput (every run; {lag_count(runs)})", fontsize=10)
-    _lag_legend(ax)
+    _lag_legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)  # below: points at 2048
     return [a1, _save(fig, figures / "task2_A2_throughput.png")]
 
 
@@ -404,7 +424,7 @@ def plot_cdfs(loaded: list[dict[str, Any]], workload: str, rate: str, figures: P
             xs = np.sort(values[key])
             if xs.size:
                 ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color=color, linewidth=1,
-                        linestyle="--" if frontend(run)["lagged"] else "-",
+                        linestyle="--" if run["frontend"]["lagged"] else "-",
                         label=label if ax is ax_ttft else None)
     for ax, title in ((ax_ttft, "TTFT"), (ax_itl, "ITL, per streamed chunk")):
         ax.set_xscale("log")
@@ -416,7 +436,7 @@ def plot_cdfs(loaded: list[dict[str, Any]], workload: str, rate: str, figures: P
     ax_itl.set_ylabel("fraction of chunk gaps")
     ax_ttft.plot([], [], color="grey", linestyle="--", label="dashed: front end lagged")
     ax_ttft.legend(loc="lower right", fontsize=7)
-    lagged = sum(bool(frontend(r)["lagged"]) for r in part)
+    lagged = sum(bool(r["frontend"]["lagged"]) for r in part)
     fig.suptitle(f"3A: {workload}, {load_label(rate)}, every run; front end lagged in {lagged} of "
                  f"{len(part)} (first 10% of requests dropped)")
     return _save(fig, figures / f"{part[0]['_folder']}_3A_cdf_{workload}_rate-{rate}.png")
@@ -452,7 +472,7 @@ def ttft_by_prompt_length(loaded: list[dict[str, Any]], workload: str, rate: str
         if (run["config"]["workload"], run["config"]["rate"]) == (workload, rate):
             values = kept_request_values(run)
             frames.append(pd.DataFrame({"strategy": run["config"]["scheduler"], "len": values["input_lens"],
-                                        "ttft": values["ttft_ms"], "lagged": frontend(run)["lagged"]}))
+                                        "ttft": values["ttft_ms"], "lagged": run["frontend"]["lagged"]}))
     if not frames:
         return pd.DataFrame()
     frame = pd.concat(frames)

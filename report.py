@@ -24,7 +24,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from plot_results import (BUDGET, CORES, METRICS, MIB, SLO_TITLES, THROUGHPUT, Results, date_range,
+from plot_results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
+                          METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, date_range,
                           load_label, meta_field, point_table, provenance_line, server_flag, shown,
                           span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
@@ -237,32 +238,52 @@ FRONTEND_DEFINITIONS = (
     "requests by start time are dropped as warm-up.")
 
 
+LIFT_PREFIX = "task2_api-"  # experiments/frontend_lift.sh: one folder per API-server count, one sitting
+
+
 def frontend_section(res: Results) -> list[Block]:
-    """Completeness and CPU per folder and load, the finding, and the claims it withdraws."""
+    """Completeness and CPU per folder and load, the finding, the study that tried to lift the
+    front end, and the claims it withdraws."""
     blocks = [heading("3 The serving front end"), para(FRONTEND_DEFINITIONS)]
     names = [n for task in ("task2", "task3", "slo") for n in res.folders(task)]
     if not names:
         return blocks + [para("No serving results.")]
-    rows = pd.concat([res.rows(n) for n in names], ignore_index=True)
-    frame = pd.concat([point_table(res.rows(n), ["setting", "rate"]) for n in names], ignore_index=True)
+    rows = pd.concat([res.folder_rows(n) for n in names], ignore_index=True)
+    frame = pd.concat([point_table(res.folder_rows(n), ["setting", "rate"]) for n in names], ignore_index=True)
     blocks.append(table(shown(frame[["setting", "rate", "runs", "completeness", "front end",
                                      *[c for c in CORES if c in frame]]])))
-    lagged = rows[rows["lagged"]]
-    facts = [f"The front end lagged in {len(lagged)} of {len(rows)} serving runs (completeness "
-             f"{span_text(rows['completeness'])} over all runs)."]
-    inf = rows[rows["rate"] == "inf"]
+    blocks.append(bullets(handout_front_end_facts(rows)))
+    lift = rows[rows["folder"].str.startswith(LIFT_PREFIX)]
+    if not lift.empty:
+        blocks += [heading("Lifting the front end: several API servers, several clients", 3),
+                   para(LIFT_INTRO), table(lift_table(lift)), bullets(lift_facts(lift, rows))]
+    withdrawn = [text for folders, text in WITHDRAWN.items()
+                 if rows[rows["folder"].isin(folders)]["lagged"].any()]
+    if withdrawn:
+        blocks += [para("Withdrawn until runs whose front end kept up exist: the earlier report's "
+                        "conclusions below rested on lagged runs and may be front-end effects."),
+                   bullets(withdrawn)]
+    return blocks
+
+
+def handout_front_end_facts(rows: pd.DataFrame) -> list[str]:
+    """How often the front end lagged, the throughput check, and the CPU of one API server."""
+    facts = [f"The front end lagged in {int(rows['lagged'].sum())} of {len(rows)} serving runs "
+             f"(completeness {span_text(rows['completeness'])} over all runs)."]
+    inf = rows[(rows["rate"] == "inf") & (rows["clients"] == 1)]
     if not inf.empty:
         gap = (inf[THROUGHPUT] / inf["client throughput (tok/s)"] - 1).abs().max()
-        facts.append(f"At rate inf, where every request is in the window, this throughput is within "
-                     f"{gap:.1%} of the client's own figure (all requests over the whole run) in "
-                     f"each of the {len(inf)} runs.")
-    api, engine, gpu = (rows[c].dropna() for c in CORES)
+        facts.append(f"At rate inf with one client, where every request is in the window, this "
+                     f"throughput is within {gap:.1%} of the client's own figure (all requests over "
+                     f"the whole run) in each of the {len(inf)} runs.")
+    one = rows[rows["api servers"] == 1]
+    api, engine, gpu = (one[c].dropna() for c in (BUSIEST_API, ENGINE_CORES, GPU_UTIL))
     if not api.empty:
-        where = ", ".join(sorted(set(rows.loc[api.index, "folder"])))
-        facts.append(f"Where the harness recorded the server's processes ({where}), the API server "
-                     f"used {span_text(api, 2)} of a core and the engine core "
-                     f"{span_text(engine, 2)} while the load ran; each is one Python thread, so "
-                     "one API server was at or near saturation"
+        where = ", ".join(sorted(set(one.loc[api.index, "folder"])))
+        facts.append(f"With one API server, where the harness recorded the server's processes "
+                     f"({where}), the API server used {span_text(api, 2)} of a core and the engine "
+                     f"core {span_text(engine, 2)} while the load ran; each is one Python thread, so "
+                     "the API server was at or near saturation"
                      + (f", while the GPU was busy {gpu.min():.0f}-{gpu.max():.0f}% of the time "
                         "(nvidia-smi, load window only)" if not gpu.empty else "") + ".")
     handout = rows[rows["setting"].str.contains(": 1 API server, 1 client")]
@@ -270,16 +291,77 @@ def frontend_section(res: Results) -> list[Block]:
         facts.append("These runs used the handout's flags (one API server). They stay as the "
                      "handout's tables and as the evidence that, near saturation, one API server "
                      "limits a 0.6B model on an H200: they measure vLLM's front end as much as the "
-                     "scheduler. The scheduler questions need runs with the API server lifted "
-                     "(`--api-server-count`) and the client checked (several client processes).")
-    withdrawn = [text for folders, text in WITHDRAWN.items()
-                 if rows[rows["folder"].isin(folders)]["lagged"].any()]
-    blocks.append(bullets(facts))
-    if withdrawn:
-        blocks += [para("Withdrawn until runs whose front end kept up exist: the earlier report's "
-                        "conclusions below rested on lagged runs and may be front-end effects."),
-                   bullets(withdrawn)]
-    return blocks
+                     "scheduler.")
+    return facts
+
+
+LIFT_INTRO = (
+    "`experiments/frontend_lift.sh` ran Task 2's budget 2048 at rate inf (1000 requests of 1024 "
+    "tokens in, 256 out, all at once) on one H200, one setting after another in one sitting: one "
+    "API server, the OpenAI front end spread over several processes (`--api-server-count`), and "
+    "the load sent by one `vllm bench serve` process or split over two. Each row gives the median "
+    "over its runs and the completeness range; cores are averages over the load window.")
+
+
+def lift_table(lift: pd.DataFrame) -> pd.DataFrame:
+    columns = [WHOLE_REQUESTS, API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL, THROUGHPUT]
+    frame = point_table(lift.sort_values(["api servers", "clients"]), ["setting", "rate"])
+    frame[WHOLE_REQUESTS] = lift.groupby("setting", sort=False)[WHOLE_REQUESTS].median().reindex(frame["setting"]).values
+    return shown(frame[["setting", "runs", "completeness", "front end", *columns]])
+
+
+def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
+    """What the front-end study shows, each statement with the range it rests on."""
+    one = lift[lift["api servers"] == 1]
+    several = lift[(lift["api servers"] > 1) & (lift["clients"] == 1)]
+    facts = []
+    if not one.empty and not several.empty:
+        facts.append(
+            f"Several API servers take the front end off one core: the busiest of them used "
+            f"{span_text(several[BUSIEST_API], 2)} of a core against {span_text(one[BUSIEST_API], 2)} "
+            f"for a single one, and the share of requests streamed token by token rose from "
+            f"{span_text(one[WHOLE_REQUESTS], 0)}% to {span_text(several[WHOLE_REQUESTS], 0)}%. "
+            f"Throughput: {span_text(one[THROUGHPUT], 0)} tok/s with one API server; "
+            + "; ".join(f"{span_text(part[THROUGHPUT], 0)} with {n} ({len(part)} run{'s' * (len(part) > 1)}, "
+                        f"median {part[THROUGHPUT].median() / one[THROUGHPUT].median():.2f}x)"
+                        for n, part in several.groupby("api servers")) + ".")
+        lagged = several[several["lagged"]]
+        facts.append(
+            f"Yet completeness stayed below 0.99 in {len(lagged)} of {len(several)} of these runs "
+            f"({span_text(several['completeness'])}): a minority of requests still got tokens merged, "
+            f"down to {100 * lagged['min request completeness'].min():.0f}% of their gaps. The busiest "
+            f"process is now the engine core ({span_text(several[ENGINE_CORES], 2)} of a core), the "
+            "one Python thread that schedules each step, prepares its inputs and hands its tokens to "
+            f"the API servers, while the GPU is busy {span_text(several[GPU_UTIL], 0)}% of the load "
+            f"window. At rate inf, with {' or '.join(str(n) for n in sorted(several['api servers'].unique()))} "
+            "API servers, this H200 serves the 0.6B model about as fast as host-side Python lets it; "
+            "the window averages do not show which process merged the remaining chunks."
+            if not lagged.empty else
+            f"Completeness reached 0.99 in every run ({span_text(several['completeness'])}).")
+    single = lift[lift["clients"] == 1]
+    if not single.empty:
+        facts.append(f"The client is not the limit: one `vllm bench serve` process used "
+                     f"{span_text(single[CLIENT_CORES], 2)} of a core.")
+    split = lift[lift["clients"] > 1]
+    if not split.empty:
+        facts.append(
+            f"Split over {int(split['clients'].max())} processes, the load is not the same load: each "
+            f"process starts its own clock after its own set-up, and their first requests went out "
+            f"{span_text(split['client start spread (s)'], 1)} s apart, so rate inf became staggered "
+            f"bursts (completeness {span_text(split['completeness'])}, throughput "
+            f"{span_text(split[THROUGHPUT], 0)} tok/s). These runs are shown, not compared.")
+    earlier = rows[(rows["folder"] == "task2") & (rows["rate"] == "inf") & (rows[BUDGET] == 2048)]
+    if not earlier.empty and not one.empty:
+        facts.append(
+            f"The same setting on another H200 host (the committed Task 2 runs at budget 2048, rate "
+            f"inf) read {span_text(earlier[THROUGHPUT], 0)} tok/s, "
+            f"{earlier[THROUGHPUT].median() / one[THROUGHPUT].median():.2f}x this sitting's "
+            "one-API-server median: hosts differ, so settings are compared only within one sitting.")
+    if several.empty or several.groupby("setting")["lagged"].any().all():
+        facts.append("So no rate-inf run here supports a scheduler conclusion either. The corrected "
+                     "Task 2 and Task 3 runs (issue #14) are still to be made, at Poisson rates below "
+                     "saturation with several API servers, each run's completeness checked.")
+    return facts
 
 
 # --------------------------------------------------------------------------------------------
@@ -487,7 +569,7 @@ def summary_section(res: Results) -> list[Block]:
     else:
         items.append("Task 1: no results.")
     for task, label in (("task2", "Task 2"), ("task3", "Task 3"), ("slo", "SLO studies")):
-        frames = [res.rows(n) for n in res.folders(task)]
+        frames = [res.folder_rows(n) for n in res.folders(task)]
         rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if rows.empty:
             items.append(f"{label}: no results.")
@@ -498,6 +580,15 @@ def summary_section(res: Results) -> list[Block]:
                         "measured, and no scheduler conclusion is drawn from them" if len(lagged) else "")
                      + (". Answers in the section come only from runs that kept up, where a point "
                         "has them." if len(lagged) < len(rows) else "."))
+    lift = [res.folder_rows(n) for n in res.folders("task2") if n.startswith(LIFT_PREFIX)]
+    lift = pd.concat(lift, ignore_index=True) if lift else pd.DataFrame()
+    several = lift[(lift["api servers"] > 1) & (lift["clients"] == 1)] if not lift.empty else lift
+    if not several.empty:
+        items.append(f"Front end (section 3): with several API servers the busiest used at most "
+                     f"{several[BUSIEST_API].max():.2f} of a core, and the engine core "
+                     f"({span_text(several[ENGINE_CORES], 2)}) became the busiest process while the GPU "
+                     f"was busy {span_text(several[GPU_UTIL], 0)}%; at rate inf completeness still fell "
+                     f"below 0.99 in {int(several['lagged'].sum())} of {len(several)} runs.")
     return [heading("7 Summary"), bullets(items)]
 
 

@@ -32,18 +32,19 @@ that endpoint), polls ``/metrics`` in the background (peak ``vllm:kv_cache_usage
 running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark clients;
 stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
 
-Result file schema (``schema_version`` 3): ``meta`` (provenance), ``config`` (every knob: server
+Result file schema (``schema_version`` 4): ``meta`` (provenance), ``config`` (every knob: server
 and bench commands, scheduler, rate, workload, run index, and as structured values the API-server
 count, the client processes, prompts and seed), ``host`` (load average and other vLLM servers on
 the host before and after the run, the lockstep partners, if any; the server's busiest processes
 in cores over the load window with their roles, each client's cores, and the GPU's utilization
 from nvidia-smi), ``frontend`` (the front-end check), ``client`` (what ``vllm bench serve`` saved,
-merged over its processes, with the per-request arrays packed by ``lab_metrics.pack_detail``
-under ``detail_npz_b64``), ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity;
+merged over its processes; the per-request arrays are in the binary file beside the result,
+``<result stem>.requests.npz.xz``, named by ``detail_file``: ``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity;
 for this project's schedulers the recorder's counters for this run and its cumulative
 statistics), ``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as
 warm-up). Version 1 files lack ``host``; version 1 and 2 files got ``frontend`` by a one-time
-migration.
+migration, and files before version 4 had their arrays moved out of the JSON into the file
+beside them (a one-time migration; the committed files are all in the current layout).
 
 Lockstep (``--sync-dir DIR --sync-parties N``): configurations that run at the same time on
 different GPUs of one host share its CPUs, and a vLLM server's front end is CPU-bound at these
@@ -56,7 +57,8 @@ waits for it; after ``--sync-timeout`` seconds a run starts anyway and records t
 Environment: ``LAB3_SERVE_CMD`` and ``LAB3_BENCH_CMD`` replace the two commands (default:
 ``vllm serve`` and ``vllm bench serve`` with the ``vllm`` command beside this interpreter, else
 on PATH), e.g. for a CPU server started as
-``.venv-cpu-serve/bin/python -m vllm.entrypoints.openai.api_server``.
+``.venv-cpu-serve/bin/python -m vllm.entrypoints.cli.main serve`` (the CLI: the bare API-server
+module runs one API server whatever ``--api-server-count`` says).
 """
 
 from __future__ import annotations
@@ -85,11 +87,12 @@ from typing import Any, TextIO
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from lab_metrics import DETAIL_KEYS, PeriodicSampler, frontend_check, pack_detail, summarize  # noqa: E402
+from lab_metrics import DETAIL_KEYS, PeriodicSampler, frontend_check, summarize, write_run  # noqa: E402
 from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from provenance import collect_meta, visible_gpu_index, write_json_atomic  # noqa: E402
+from provenance import collect_meta, visible_gpu_index  # noqa: E402
 
-SCHEMA_VERSION = 3  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients
+SCHEMA_VERSION = 4  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
+# 4: per-request arrays in a binary file beside the result (client.detail_file)
 LOG_TAIL_LINES = 40
 
 
@@ -815,11 +818,12 @@ class RunSpec:
 def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
                    bench_cmds: list[list[str]], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
-                   scheduler_cls: str, host: dict[str, Any]) -> dict[str, Any]:
+                   scheduler_cls: str, host: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's result record, and its per-request arrays (written beside the record)."""
     detail = {k: client[k] for k in DETAIL_KEYS}
     client_scalars = {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)}
     weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
-    return {
+    record = {
         "schema_version": SCHEMA_VERSION,
         "meta": collect_meta(args.model, weights, ["serve_bench.py", *args.argv]),
         "config": {
@@ -840,12 +844,13 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
         "host": host,
         "frontend": frontend_check(detail, args.warmup_fraction, host.get("server_cpu"),
                                    host.get("client_cpu"), args.api_servers),
-        "client": client_scalars | {"detail_npz_b64": pack_detail(detail)},
+        "client": client_scalars,
         "engine": {"metrics": metrics,
                    "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
                    "scheduler_stats_cumulative": stats_after},
         "summary": summarize(detail, args.warmup_fraction, args.timeout_s),
     }
+    return record, detail
 
 
 def all_runs(args: argparse.Namespace) -> list[RunSpec]:
@@ -961,9 +966,9 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str, todo: list[Run
             label = f"{spec.load.name}, " if spec.load.name else ""
             split = f", {spec.clients} clients" if spec.clients != 1 else ""
             log(f"{args.tag}: {label}rate {rate_label(spec.rate)}{split}, run {spec.run} ({index}/{len(todo)})")
-            result = one_run(args, spec, server, model, work, index, stats_path, bytes_per_token,
-                             scheduler_cls, env, barrier)
-            write_json_atomic(spec.path, result)
+            result, detail = one_run(args, spec, server, model, work, index, stats_path,
+                                     bytes_per_token, scheduler_cls, env, barrier)
+            write_run(spec.path, result, detail)
             log_run(args.tag, result, spec.path)
     finally:
         server.stop()
@@ -973,8 +978,8 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str, todo: list[Run
 
 def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str, work: Path,
             index: int, stats_path: Path, bytes_per_token: int | None, scheduler_cls: str,
-            env: dict[str, str], barrier: LockstepBarrier | None) -> dict[str, Any]:
-    """One benchmark run against the running server; returns its result record."""
+            env: dict[str, str], barrier: LockstepBarrier | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One benchmark run against the running server; returns its result record and arrays."""
     logs = args.out_dir / "logs"
     raws = [f"raw_{index}_{k}.json" for k in range(spec.clients)]
     bench_cmds = [build_bench_command(args, model, server.base_url, spec.rate, spec.load, work, raw,

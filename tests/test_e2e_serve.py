@@ -161,7 +161,7 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     """All four strategies serve the variable-length load; A never mixes outside its counted
     fallbacks, C outside its fallbacks and stall-guard steps; SJF hands out first tokens in
     prompt-length order once a queue has formed."""
-    from lab_metrics import unpack_detail
+    from lab_metrics import read_detail
 
     out_dir = tmp_path / "results" / "task3"
     proc = subprocess.run(
@@ -189,19 +189,19 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     assert counts["steps"]["prefill_only"] > 0
     assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"] + counts["policy"]["stall_guard_steps"]
 
-    def ttft_length_correlation(data: dict) -> float:
+    def ttft_length_correlation(strategy: str) -> float:
         """Prompt length against TTFT for the requests that waited in the queue: all but the two
         admitted first (with 2 sequence slots, the first two to get a token). Those two were
         admitted as they reached the engine, before a queue formed; which two that is depends on
         the API server's timing, not on the client's start order (all 12 start within 2 ms)."""
-        detail = unpack_detail(data["client"]["detail_npz_b64"])
+        detail = read_detail(out_dir / f"{strategy}_varlen-0.9_rate-inf_run-1.json")
         first_token = [detail["start_times"][i] + detail["ttfts"][i] for i in range(12)]
         queued = sorted(range(12), key=lambda i: first_token[i])[2:]
         return _spearman([detail["input_lens"][i] for i in queued], [detail["ttfts"][i] for i in queued])
 
-    lengths = unpack_detail(runs["sjf"]["client"]["detail_npz_b64"])["input_lens"]
+    lengths = read_detail(out_dir / "sjf_varlen-0.9_rate-inf_run-1.json")["input_lens"]
     assert max(lengths) > 2 * min(lengths)  # the load really varies in length
-    assert ttft_length_correlation(runs["sjf"]) > 0.8, ttft_length_correlation(runs["default"])
+    assert ttft_length_correlation("sjf") > 0.8, ttft_length_correlation("default")
 
     tables = (tmp_path / "results" / "tables.md").read_text()
     assert "### varlen-0.9, rate inf" in tables and "Strategy B1: SJF" in tables

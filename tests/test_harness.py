@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -17,8 +18,8 @@ import pytest
 
 import plot_results
 import serve_bench as sb
-from lab_metrics import (frontend_check, pack_detail, parse_slo, slo_attainment, summarize,
-                         token_gap_completeness, unpack_detail)
+from lab_metrics import (detail_path, frontend_check, pack_detail, parse_slo, read_detail, slo_attainment,
+                         summarize, token_gap_completeness, unpack_detail, write_run)
 
 
 def _detail() -> dict:
@@ -129,6 +130,17 @@ def test_packed_detail_round_trips_to_the_microsecond():
         assert got == pytest.approx(want, abs=1e-6)
     assert back["ttfts"] == pytest.approx(detail["ttfts"], abs=1e-6)
     assert summarize(back, 0.1, 2.0) == summarize(detail, 0.1, 2.0)
+
+
+def test_a_run_is_written_with_its_arrays_beside_it(tmp_path):
+    """write_run puts the arrays in ``<stem>.requests.npz.xz`` and names them in the result."""
+    detail = _detail()
+    path = tmp_path / "mnbt-64_rate-inf_run-1.json"
+    write_run(path, {"client": {"completed": 9}}, detail)
+    assert json.loads(path.read_text())["client"] == {"completed": 9, "detail_file": detail_path(path).name}
+    assert detail_path(path).name == "mnbt-64_rate-inf_run-1.requests.npz.xz"
+    assert read_detail(path) == unpack_detail(pack_detail(detail))
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
 
 
 def test_prometheus_text_is_parsed_with_labels():
