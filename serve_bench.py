@@ -84,6 +84,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
@@ -125,42 +128,38 @@ def rate_label(rate: str) -> str:
     return "inf" if rate.lower() in ("inf", "infinity") else rate
 
 
-def live_processes() -> Iterator[tuple[int, list[str]]]:
-    """(pid, fields of ``/proc/<pid>/stat`` after the command name) of every process that is
-    not a zombie: ``fields[0]`` is the state, ``fields[2]`` the process group, ``fields[11:13]``
-    user and system CPU time in clock ticks.
-
-    Zombies are left out: ``os.killpg(pgid, 0)`` also succeeds for them, but they hold nothing
-    and only their new parent (init) can reap them, so they say nothing about a live server.
-    """
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+def live_processes() -> Iterator[tuple[psutil.Process, int]]:
+    """Every live process and its process group. Zombies are left out: ``os.killpg(pgid, 0)``
+    also succeeds for them, but they hold nothing and only their new parent (init) can reap them,
+    so they say nothing about a live server."""
+    for process in psutil.process_iter():
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            if process.status() != psutil.STATUS_ZOMBIE:
+                yield process, os.getpgid(process.pid)
+        except (psutil.Error, ProcessLookupError):
             continue  # the process ended while we looked
-        if fields[0] != "Z":
-            yield int(entry.name), fields
 
 
 def live_group_members(pgid: int) -> list[int]:
-    """PIDs in process group ``pgid`` that are not zombies (Linux ``/proc``)."""
-    return [pid for pid, fields in live_processes() if int(fields[2]) == pgid]
+    """PIDs in process group ``pgid`` that are not zombies."""
+    return [process.pid for process, group in live_processes() if group == pgid]
+
+
+def command_line(process: psutil.Process) -> list[str]:
+    """A process's arguments, or none once it has ended (or when another user's is unreadable)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 def other_vllm_servers(own_pgid: int | None) -> int:
     """Live ``vllm serve`` / OpenAI API-server process groups on this host other than ours."""
     groups = set()
-    for pid, fields in live_processes():
-        group = int(fields[2])
+    for process, group in live_processes():
         if group == own_pgid or group in groups:
             continue
-        try:
-            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
+        words = [os.path.basename(a) for a in command_line(process) if a]
         # `vllm serve ...` (or `python -m vllm.entrypoints.cli.main serve`) or the API server
         # module; not `vllm bench serve` (a client).
         is_serve = any(a in ("vllm", "vllm.entrypoints.cli.main") and b == "serve"
@@ -178,16 +177,16 @@ def host_activity(own_pgid: int | None) -> dict[str, float]:
 
 def group_cpu_seconds(pgid: int) -> dict[int, tuple[str, float]]:
     """CPU time (user + system, seconds) of each live process in group ``pgid``, with its name."""
-    tick = os.sysconf("SC_CLK_TCK")
     usage = {}
-    for pid, fields in live_processes():
-        if int(fields[2]) != pgid:
+    for process, group in live_processes():
+        if group != pgid:
             continue
         try:
-            name = (Path("/proc") / str(pid) / "comm").read_text().strip()
-        except OSError:
+            with process.oneshot():
+                times = process.cpu_times()
+                usage[process.pid] = (process.name(), times.user + times.system)
+        except psutil.Error:
             continue
-        usage[pid] = (name, (int(fields[11]) + int(fields[12])) / tick)
     return usage
 
 
@@ -213,8 +212,8 @@ def process_role(pid: int, name: str, pgid: int, api_server_count: int) -> str:
     that server is the process-group leader, which keeps the interpreter's name.
     """
     try:
-        title = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        title = " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, ValueError):  # ended, or no such pid
         title = ""
     label = f"{name} {title}"
     if "EngineCore" in label or "EngineCor" in name:
@@ -231,10 +230,10 @@ def process_role(pid: int, name: str, pgid: int, api_server_count: int) -> str:
 def process_cpu_seconds(pid: int) -> float | None:
     """CPU time (user + system, seconds) of one process, or None once it has ended."""
     try:
-        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return times.user + times.system
 
 
 class GpuUtilSampler(PeriodicSampler):
@@ -538,26 +537,11 @@ class Server:
 # --------------------------------------------------------------------------------------------
 # /metrics
 # --------------------------------------------------------------------------------------------
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
 def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Prometheus text exposition as (name, labels, value) samples."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match["value"])
-        except ValueError:
-            continue
-        labels = dict(_LABEL.findall(match["labels"] or ""))
-        samples.append((match["name"], labels, value))
-    return samples
+    """Prometheus text exposition as (name, labels, value) samples (prometheus_client's parser,
+    which vLLM's own metrics come from)."""
+    return [(sample.name, sample.labels, sample.value)
+            for family in text_string_to_metric_families(text) for sample in family.samples]
 
 
 class MetricsPoller(PeriodicSampler):

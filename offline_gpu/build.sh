@@ -7,7 +7,7 @@
 # so that it can be moved to the host in pieces.
 #
 #   bash offline_gpu/build.sh [OUT_DIR]   # default OUT_DIR: .offline-gpu at the project root
-#                                         # (git-ignored; PART_MB=48 by default)
+#                                         # (git-ignored; PART_MB=32 by default)
 #
 # wheels.txt and install.sh are read from this script's own folder, whatever the current directory.
 # Output: OUT_DIR/part-00, part-01, ..., OUT_DIR/SHA256SUMS and a copy of install.sh. On the GPU host:
@@ -17,7 +17,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUT="${1:-$(dirname "$HERE")/.offline-gpu}"
-PART_MB="${PART_MB:-48}"
+PART_MB="${PART_MB:-32}"  # a part plus the repository (25 MB of results) under a 64 MiB transfer
 CACHE="${OFFLINE_GPU_CACHE:-$HOME/.cache/offline-gpu-wheels}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
