@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from provenance import write_json_atomic
+from provenance import write_bytes_atomic, write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
@@ -97,10 +97,7 @@ def write_run(result_path: Path, result: dict[str, Any], detail: dict[str, Any])
     """Write one run: its per-request arrays first, then the result file that names them, so a
     result file (what a resumed sweep looks for) never exists without its arrays."""
     arrays = detail_path(result_path)
-    arrays.parent.mkdir(parents=True, exist_ok=True)
-    tmp = arrays.with_name(f".{arrays.name}.tmp")
-    tmp.write_bytes(pack_detail(detail))
-    tmp.replace(arrays)
+    write_bytes_atomic(arrays, pack_detail(detail))
     result["client"]["detail_file"] = arrays.name
     write_json_atomic(result_path, result)
 

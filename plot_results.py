@@ -178,10 +178,14 @@ def run_detail(run: dict[str, Any]) -> dict[str, Any]:
     return run["_detail"]
 
 
+def served_by(cfg: dict[str, Any]) -> tuple[int, int]:
+    """(API-server processes, client processes) of a run; files from before the knobs had one each."""
+    return cfg.get("api_server_count") or 1, cfg.get("client_processes") or 1
+
+
 def setting(run: dict[str, Any]) -> str:
     """Where and how a run was served: its folder, API-server processes and client processes."""
-    cfg = run["config"]
-    api, clients = cfg.get("api_server_count") or 1, cfg.get("client_processes") or 1
+    api, clients = served_by(run["config"])
     return (f"{run['_folder']}: {api} API server{'s' * (api > 1)}, "
             f"{clients} client{'s' * (clients > 1)}")
 
@@ -221,7 +225,7 @@ def run_rows(loaded: list[dict[str, Any]]) -> pd.DataFrame:
         budget = server_flag(cfg.get("server_args"), "--max-num-batched-tokens")
         rows.append({
             "setting": setting(run), "folder": run["_folder"], "file": run["_file"],
-            "api servers": cfg.get("api_server_count") or 1, "clients": cfg.get("client_processes") or 1,
+            **dict(zip(("api servers", "clients"), served_by(cfg))),
             "strategy": cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"],
             "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
             BUDGET: int(budget) if budget else None,
@@ -292,13 +296,14 @@ def lag_text(lagged: pd.Series) -> str:
     return "kept up" if n == 0 else ("lagged" if n == len(lagged) else f"lagged in {n} of {len(lagged)}")
 
 
-def point_table(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Median over the runs of each point (``keys``) of every value column present, the number
+def point_table(rows: pd.DataFrame, keys: list[str], extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Median over the runs of each point (``keys``) of every value column present (``VALUES``
+    and any ``extra``), the number
     of runs, and, where the rows carry the front-end check, the runs' completeness range and
     whether the front end lagged ("front end": kept up / lagged / lagged in k of n)."""
     keys = [k for k in keys if k in rows]
     grouped = rows.groupby(keys, sort=False)
-    table = grouped[[c for c in VALUES if c in rows and rows[c].notna().any()]].median()
+    table = grouped[[c for c in (*VALUES, *extra) if c in rows and rows[c].notna().any()]].median()
     table["runs"] = grouped.size()
     if "completeness" in rows:
         table["completeness"] = grouped["completeness"].agg(span_text)

@@ -105,9 +105,14 @@ def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dic
     }
 
 
-def write_json_atomic(path: Path, data: dict[str, Any], indent: int | None = None) -> None:
-    """Write a result file through a temporary file and a rename: never half-written."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file through a temporary file and a rename: never half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=indent) + "\n")
+    tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any], indent: int | None = None) -> None:
+    """Write a result file atomically (``write_bytes_atomic``)."""
+    write_bytes_atomic(path, (json.dumps(data, indent=indent) + "\n").encode())

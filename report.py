@@ -253,7 +253,7 @@ def frontend_section(res: Results) -> list[Block]:
     blocks.append(table(shown(frame[["setting", "rate", "runs", "completeness", "front end",
                                      *[c for c in CORES if c in frame]]])))
     blocks.append(bullets(handout_front_end_facts(rows)))
-    lift = rows[rows["folder"].str.startswith(LIFT_PREFIX)]
+    lift = lift_rows(res)
     if not lift.empty:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
                    para(LIFT_INTRO), table(lift_table(lift)), bullets(lift_facts(lift, rows))]
@@ -286,7 +286,7 @@ def handout_front_end_facts(rows: pd.DataFrame) -> list[str]:
                      "the API server was at or near saturation"
                      + (f", while the GPU was busy {gpu.min():.0f}-{gpu.max():.0f}% of the time "
                         "(nvidia-smi, load window only)" if not gpu.empty else "") + ".")
-    handout = rows[rows["setting"].str.contains(": 1 API server, 1 client")]
+    handout = rows[(rows["api servers"] == 1) & (rows["clients"] == 1)]
     if not handout.empty and handout["lagged"].mean() > 0.5:
         facts.append("These runs used the handout's flags (one API server). They stay as the "
                      "handout's tables and as the evidence that, near saturation, one API server "
@@ -303,17 +303,28 @@ LIFT_INTRO = (
     "over its runs and the completeness range; cores are averages over the load window.")
 
 
+def lift_rows(res: Results) -> pd.DataFrame:
+    """The front-end study's runs: every ``task2_api-N`` folder."""
+    frames = [res.folder_rows(n) for n in res.folders("task2") if n.startswith(LIFT_PREFIX)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def several_api_servers(lift: pd.DataFrame) -> pd.DataFrame:
+    """The study's runs with the front end spread over several processes, the load from one client
+    (a split load starts staggered, so it is not the same load)."""
+    return lift[(lift["api servers"] > 1) & (lift["clients"] == 1)]
+
+
 def lift_table(lift: pd.DataFrame) -> pd.DataFrame:
     columns = [WHOLE_REQUESTS, API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL, THROUGHPUT]
-    frame = point_table(lift.sort_values(["api servers", "clients"]), ["setting", "rate"])
-    frame[WHOLE_REQUESTS] = lift.groupby("setting", sort=False)[WHOLE_REQUESTS].median().reindex(frame["setting"]).values
+    frame = point_table(lift, ["setting", "rate"], extra=(WHOLE_REQUESTS,))
     return shown(frame[["setting", "runs", "completeness", "front end", *columns]])
 
 
 def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
     """What the front-end study shows, each statement with the range it rests on."""
     one = lift[lift["api servers"] == 1]
-    several = lift[(lift["api servers"] > 1) & (lift["clients"] == 1)]
+    several = several_api_servers(lift)
     facts = []
     if not one.empty and not several.empty:
         facts.append(
@@ -580,9 +591,8 @@ def summary_section(res: Results) -> list[Block]:
                         "measured, and no scheduler conclusion is drawn from them" if len(lagged) else "")
                      + (". Answers in the section come only from runs that kept up, where a point "
                         "has them." if len(lagged) < len(rows) else "."))
-    lift = [res.folder_rows(n) for n in res.folders("task2") if n.startswith(LIFT_PREFIX)]
-    lift = pd.concat(lift, ignore_index=True) if lift else pd.DataFrame()
-    several = lift[(lift["api servers"] > 1) & (lift["clients"] == 1)] if not lift.empty else lift
+    lift = lift_rows(res)
+    several = several_api_servers(lift) if not lift.empty else lift
     if not several.empty:
         items.append(f"Front end (section 3): with several API servers the busiest used at most "
                      f"{several[BUSIEST_API].max():.2f} of a core, and the engine core "

@@ -145,11 +145,11 @@ def live_group_members(pgid: int) -> list[int]:
     return [process.pid for process, group in live_processes() if group == pgid]
 
 
-def command_line(process: psutil.Process) -> list[str]:
+def command_line(pid: int) -> list[str]:
     """A process's arguments, or none once it has ended (or when another user's is unreadable)."""
     try:
-        return process.cmdline()
-    except psutil.Error:
+        return psutil.Process(pid).cmdline()
+    except (psutil.Error, ValueError):  # ended, or no such pid
         return []
 
 
@@ -159,7 +159,7 @@ def other_vllm_servers(own_pgid: int | None) -> int:
     for process, group in live_processes():
         if group == own_pgid or group in groups:
             continue
-        words = [os.path.basename(a) for a in command_line(process) if a]
+        words = [os.path.basename(a) for a in command_line(process.pid) if a]
         # `vllm serve ...` (or `python -m vllm.entrypoints.cli.main serve`) or the API server
         # module; not `vllm bench serve` (a client).
         is_serve = any(a in ("vllm", "vllm.entrypoints.cli.main") and b == "serve"
@@ -211,11 +211,7 @@ def process_role(pid: int, name: str, pgid: int, api_server_count: int) -> str:
     vLLM names its processes (``VLLM::EngineCore``, ``VLLM::APIServer_<i>``); with one API server,
     that server is the process-group leader, which keeps the interpreter's name.
     """
-    try:
-        title = " ".join(psutil.Process(pid).cmdline())
-    except (psutil.Error, ValueError):  # ended, or no such pid
-        title = ""
-    label = f"{name} {title}"
+    label = f"{name} {' '.join(command_line(pid))}"
     if "EngineCore" in label or "EngineCor" in name:
         return "engine_core"
     if "APIServer" in label:
