@@ -16,7 +16,7 @@ from typing import Callable
 import pandas as pd
 import pytest
 
-import plot_results
+from harness import results as layer
 import serve_bench as sb
 from lab_metrics import (detail_path, frontend_check, pack_detail, parse_slo, read_detail, slo_attainment,
                          summarize, token_gap_completeness, unpack_detail, write_run)
@@ -362,7 +362,7 @@ def test_task2_table_takes_the_median_over_runs():
         {"max_num_batched_tokens": 512, "rate": "16", "run": k, "TTFT P50 (ms)": v, "TTFT P99 (ms)": v,
          "ITL P50 (ms)": v, "ITL P99 (ms)": v, "Throughput (tok/s)": 10 * v}
         for k, v in ((1, 1.0), (2, 3.0), (3, 8.0))])
-    table = plot_results.task2_table(runs)
+    table = layer.task2_table(runs)
     assert table.loc[0, "TTFT P50 (ms)"] == 3.0 and table.loc[0, "runs"] == 3
     assert table.loc[0, "Throughput (tok/s)"] == 30.0
 

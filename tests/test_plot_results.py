@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import plot_results
+from harness import results as layer
 from lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -24,7 +25,7 @@ def _copy_run(source: Path, folder: Path) -> None:
 
 def test_task1_table_from_the_committed_h200_run():
     results = json.loads((RESULTS / "task1.json").read_text())
-    table = plot_results.task1_table(results)
+    table = layer.task1_table(results)
     assert list(table["method"]) == ["transformers serial", "transformers static batching (batch=64)",
                                      "vLLM offline"]
     methods = results["methods"]
@@ -103,13 +104,13 @@ def test_a_lagged_run_is_marked_in_the_tables(tmp_path):
     lagging, merged = _merge_chunks(source, pairs=10)
     write_run(folder / "mnbt-8192_rate-inf_run-2.json", lagging, merged)
 
-    res = plot_results.Results.load(tmp_path)
+    res = layer.Results.load(tmp_path)
     rows = res.rows("task2")
     assert list(rows["lagged"]) == [False, True]
     expected = sum(len(g) for g in merged["itls"]) / sum(n - 1 for n in merged["output_lens"])
     assert rows.loc[1, "completeness"] == pytest.approx(expected, rel=0.01) and expected < 0.99
     assert rows.loc[0, "Throughput (tok/s)"] == pytest.approx(rows.loc[1, "Throughput (tok/s)"], rel=1e-3)
-    table = plot_results.task2_table(rows)
+    table = layer.task2_table(rows)
     assert table.loc[0, "front end"] == "lagged in 1 of 2"
     assert table.loc[0, "completeness"] == f"{rows['completeness'].min():.3f}-{rows['completeness'].max():.3f}"
     assert plot_results.main(["--results", str(tmp_path)]) == 0
@@ -127,9 +128,9 @@ def test_a_new_folder_of_runs_is_another_setting(tmp_path):
         run = json.loads(source.read_text())
         run["config"] |= {"api_server_count": 4, "client_processes": 2}
         (tmp_path / "task2_lifted" / source.name).write_text(json.dumps(run))
-    res = plot_results.Results.load(tmp_path)
+    res = layer.Results.load(tmp_path)
     assert res.folders("task2") == ["task2", "task2_lifted"]
-    table = plot_results.task2_table(res.rows("task2"))
+    table = layer.task2_table(res.rows("task2"))
     assert sorted(set(table["setting"])) == ["task2: 1 API server, 1 client",
                                              "task2_lifted: 4 API servers, 2 clients"]
     assert len(table) == 4 and set(table["runs"]) == {1}
@@ -141,12 +142,12 @@ def test_a_new_folder_of_runs_is_another_setting(tmp_path):
 def test_slo_attainment_matches_an_independent_computation():
     """Attainment (TTFT <= 500 ms and mean TPOT <= 50 ms; first 10% by start time dropped; a
     failed request misses) recomputed here from the raw arrays of the study proper."""
-    runs = plot_results.load_runs(RESULTS / "slo")
-    rows = plot_results.run_rows(runs)
+    runs = layer.load_runs(RESULTS / "slo")
+    rows = layer.run_rows(runs)
     for run, attainment in zip(runs, rows["attainment"]):
-        detail = read_detail(run["_path"], run)
+        detail = read_detail(run.path)
         order = np.argsort(detail["start_times"], kind="stable")
-        kept = order[int(len(order) * run["config"]["warmup_fraction"]):]
+        kept = order[int(len(order) * run.config["warmup_fraction"]):]
         good = sum(not detail["errors"][i] and detail["ttfts"][i] <= 0.5
                    and 1e3 * sum(detail["itls"][i]) / (detail["output_lens"][i] - 1) <= 50 for i in kept)
         assert attainment == pytest.approx(good / len(kept))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import plot_results
-import report
+from harness import report, results as layer
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 The serving front end", "## 4 Task 2",
@@ -115,14 +115,14 @@ def test_task2_answers_come_only_from_runs_that_kept_up():
     """The committed Task 2 rows give no answer (19 of 20 lagged). The same rows, read as if
     every run had kept up, give the saturation budget computed here from the files' own
     throughput (the smallest budget within 5% of the best median at rate inf)."""
-    rows = plot_results.run_rows(plot_results.load_runs(RESULTS / "task2"))
+    rows = layer.run_rows(layer.load_runs(RESULTS / "task2"))
     answers = report.task2_answers(rows)
     assert len(answers) == 1 and answers[0].startswith("No scheduler conclusion")
 
     by_budget: dict[int, list[float]] = {}
     for path in (RESULTS / "task2").glob("*_rate-inf_run-*.json"):
         run = json.loads(path.read_text())
-        budget = int(plot_results.server_flag(run["config"]["server_args"], "--max-num-batched-tokens"))
+        budget = int(layer.server_flag(run["config"]["server_args"], "--max-num-batched-tokens"))
         by_budget.setdefault(budget, []).append(run["summary"]["output_throughput_tok_s"])
     medians = {b: statistics.median(v) for b, v in by_budget.items()}
     best = max(medians.values())

@@ -24,10 +24,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from plot_results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
-                          METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, date_range,
-                          load_label, meta_field, point_table, provenance_line, server_flag, shown,
-                          span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
+from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
+                             METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range,
+                             load_label, meta_field, point_table, provenance_line, server_flag, shown,
+                             span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 SATURATION_TOLERANCE = 0.05  # a budget within 5% of the best throughput counts as saturated
@@ -130,9 +130,9 @@ def lag_sentence(rows: pd.DataFrame, what: str) -> str:
 def environment_section(res: Results) -> list[Block]:
     """GPU, model, weights and versions per task, straight from the ``meta`` blocks."""
     task1 = [m.get("meta") or {} for m in (res.task1 or {}).get("methods", {}).values()]
-    tasks = {"Task 1": task1, "Task 2": [r.get("meta") or {} for r in res.runs("task2")],
-             "Task 3": [r.get("meta") or {} for r in res.runs("task3")],
-             "SLO studies": [r.get("meta") or {} for r in res.runs("slo")]}
+    tasks = {"Task 1": task1, "Task 2": [r.meta for r in res.runs("task2")],
+             "Task 3": [r.meta for r in res.runs("task3")],
+             "SLO studies": [r.meta for r in res.runs("slo")]}
     present = {name: metas for name, metas in tasks.items() if metas}
     blocks = [heading("1 Environment")]
     if not present:
@@ -488,7 +488,7 @@ def task2_section(res: Results) -> list[Block]:
     if rows.empty:
         return blocks + [para("No Task 2 results (`results/task2/` is missing or empty): run "
                               "`bash task2.sh`. Figures A1/A2 and the analysis need them.")]
-    cfg = res.runs("task2")[0]["config"]
+    cfg = res.runs("task2")[0].config
     present = sorted(rows[BUDGET].unique())
     missing = [b for b in HANDOUT_BUDGETS if b not in present]
     other_flags = re.sub(r"--max-num-batched-tokens[ =]\S+ ?", "", cfg.get("server_args", "")).strip()
@@ -497,7 +497,7 @@ def task2_section(res: Results) -> list[Block]:
                        f"{', '.join(map(str, present))}"
                        + (f" (missing from the handout's grid: {', '.join(map(str, missing))})" if missing else "")
                        + f"; median over runs, completeness range of the runs beside it. "
-                       f"{provenance_line([r.get('meta') for r in res.runs('task2')])}."))
+                       f"{provenance_line([r.meta for r in res.runs('task2')])}."))
     for (name, rate), part in task2_table(rows).groupby(["setting", "rate"], sort=False):
         blocks += [heading(f"{name}, {load_label(rate)}", 3),
                    table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")))]
@@ -532,13 +532,13 @@ def task3_section(res: Results) -> list[Block]:
         return blocks + [para("No Task 3 results (`results/task3/` is missing or empty): run "
                               "`bash task3.sh`. The strategy tables, figure 3A and the analysis "
                               "need them.")]
-    cfg = res.runs("task3")[0]["config"]
+    cfg = res.runs("task3")[0].config
     motivation = [STRATEGY_MOTIVATION[n] for n in sorted(set(rows["strategy"])) if n in STRATEGY_MOTIVATION]
     blocks += [bullets(motivation),
                para(f"Server flags `{cfg.get('server_args', '').strip()}`; a request slower than "
                     f"{cfg.get('timeout_s')} s end to end is a timeout, failures count as +inf "
                     f"latency; mixed and fallback steps from the engine-side recorder (our "
-                    f"strategies only). {provenance_line([r.get('meta') for r in res.runs('task3')])}.")]
+                    f"strategies only). {provenance_line([r.meta for r in res.runs('task3')])}.")]
     for folder in res.folders("task3"):
         for workload, rate in res.points(folder):
             part = rows[(rows["folder"] == folder) & (rows["workload"] == workload) & (rows["rate"] == rate)]
@@ -576,12 +576,12 @@ SLO_MOTIVATION = (
     "(goodput), recomputed from the per-request data.")
 
 
-def beside_another_server(run: dict[str, Any]) -> bool:
+def beside_another_server(run: Run) -> bool:
     """Another vLLM server on the host and no lockstep, or a file from before the host readings
     made on a host with several GPUs (the other GPU's activity unrecorded)."""
-    host = run.get("host")
+    host = run.host
     if host is None:
-        return ((run.get("meta") or {}).get("gpu") or {}).get("count", 1) > 1
+        return (run.meta.get("gpu") or {}).get("count", 1) > 1
     return not (host.get("lockstep") or {}).get("all_met") and any(
         (host.get(when) or {}).get("other_vllm_servers", 0) > 0 for when in ("before", "after"))
 
@@ -593,7 +593,7 @@ def slo_section(res: Results) -> list[Block]:
                               "`bash slo_study.sh`.")]
     for name in res.folders("slo"):
         runs, rows = res.serving[name], res.rows(name)
-        cfg = runs[0]["config"]
+        cfg = runs[0].config
         beside = sum(map(beside_another_server, runs))
         med = point_table(rows, ["setting", "strategy", "rate"])
         if med["runs"].max() > 1:  # the runs' lowest and highest attainment beside the median
@@ -604,7 +604,7 @@ def slo_section(res: Results) -> list[Block]:
                    para(f"SLO `{cfg.get('goodput') or 'ttft:500 tpot:50'}` (TTFT and mean TPOT per "
                         f"request, ms); server flags `{cfg.get('server_args', '').strip()}`; bench "
                         f"flags `{cfg.get('bench_args')}`; median over runs. "
-                        f"{provenance_line([r.get('meta') for r in runs])}."
+                        f"{provenance_line([r.meta for r in runs])}."
                         + (f" {beside} of {len(runs)} runs may have shared the host with another "
                            "server, not in lockstep." if beside else "")),
                    table(shown(med, (BUDGET, "TTFT P50 (ms)", "ITL P50 (ms)", "mixed steps",
@@ -738,7 +738,7 @@ def render_pdf(blocks: list[Block], results_dir: Path, out: Path, created: datet
 def newest_date(res: Results) -> datetime | None:
     """The latest ``date_utc`` of any result: the PDF's creation date."""
     metas = [m.get("meta") or {} for m in (res.task1 or {}).get("methods", {}).values()]
-    metas += [r.get("meta") or {} for runs in res.serving.values() for r in runs]
+    metas += [r.meta for runs in res.serving.values() for r in runs]
     dates = [datetime.fromisoformat(m["date_utc"]) for m in metas if m.get("date_utc")]
     return max(dates) if dates else None
 

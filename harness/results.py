@@ -1,0 +1,425 @@
+"""The results layer: one loader of the result files and one row per run, read by the tables, the
+figures (``plot_results.py``) and the report (``harness/report.py``).
+
+A serving run is a ``Run``: the typed record of one result file (``meta``, ``config``, ``host``,
+``frontend``, ``client``, ``engine``, ``summary``; ``serve_bench.py`` writes it) with its folder
+and its per-request arrays, unpacked on first use. Serving folders: ``task2``, ``task3`` and the
+SLO studies ``slo*``, plus any ``<task>_<name>`` folder beside them (e.g. ``task2_api-4``). A run's
+*setting* (folder, API-server count, client processes) keeps runs of different settings apart.
+Each row carries the run's front-end check: token-gap completeness below 0.99 marks the run
+"front end lagged". Tables give the median over the runs of a point with their completeness range.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 2**20
+TASK1_LABELS = {"hf-serial": "transformers serial", "hf-static": "transformers static batching",
+                "vllm": "vLLM offline"}
+METRICS = {"TTFT P50 (ms)": ("ttft_ms", "p50"), "TTFT P99 (ms)": ("ttft_ms", "p99"),
+           "ITL P50 (ms)": ("itl_ms", "p50"), "ITL P99 (ms)": ("itl_ms", "p99")}
+THROUGHPUT = "Throughput (tok/s)"
+BUDGET = "max_num_batched_tokens"
+# Host readings over the load window, in cores: a Python process runs one thread, so a process
+# near 1.0 is saturated. The API servers are given together and by their busiest process.
+API_CORES, BUSIEST_API, ENGINE_CORES = "API servers (cores)", "busiest API server (cores)", "engine core (cores)"
+CLIENT_CORES, GPU_UTIL = "busiest client (cores)", "GPU util (%)"
+CORES = (API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL)
+WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with one chunk per token
+SLO_COLUMNS = ("attainment", "goodput (req/s)")
+VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
+STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
+                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first",
+                   "deadline": "Strategy D: deadline-aware (C + on-time first)",
+                   "paced": "Strategy E: TPOT-paced prefill-first"}
+SLO_TITLES = {"slo": "SLO study (default, A and E, 2 runs per point)",
+              "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
+              "slo_pilot": "SLO pilot study (beside another server, not in lockstep)"}
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+# --------------------------------------------------------------------------------------------
+# Task 1 and provenance
+# --------------------------------------------------------------------------------------------
+def _gpu_memory_mib(entry: dict[str, Any]) -> float | None:
+    """transformers: the allocator's peak; vLLM: device-wide peak minus the baseline before start."""
+    if entry.get("gpu_memory_peak_allocated_mib") is not None:
+        return entry["gpu_memory_peak_allocated_mib"]
+    peak, base = entry.get("gpu_memory_device_peak_mib"), entry.get("gpu_memory_device_baseline_mib")
+    return None if peak is None or base is None else round(peak - base, 1)
+
+
+def task1_table(results: dict[str, Any]) -> pd.DataFrame:
+    """The handout's Task 1 table, one row per method that ran, in the handout's order."""
+    methods = results.get("methods", {})
+    serial = methods.get("hf-serial")
+    rows = []
+    for key, label in TASK1_LABELS.items():
+        entry = methods.get(key)
+        if entry is None:
+            continue
+        notes = []
+        if key == "hf-static":
+            label = f"{label} (batch={entry['batch_size']})"
+            notes.append(f"padding {entry['padding']['padding_share']:.0%} of KV slots")
+        if key == "vllm":
+            notes.append(f"cold first call {entry['cold_first_call_s']:.2f} s")
+            notes.append(f"KV allocated peak {entry['kv_peak_allocated_bytes'] / MIB:.1f} MiB")
+        if serial is not None and key != "hf-serial":
+            notes.append(f"{serial['total_s'] / entry['total_s']:.1f}x faster than serial")
+        if key == "vllm" and "hf-static" in methods:
+            notes.append(f"{methods['hf-static']['total_s'] / entry['total_s']:.1f}x faster than static")
+        rows.append({"method": label, "total time (s)": round(entry["total_s"], 2),
+                     "throughput (tok/s)": round(entry["output_tokens_per_s"], 1),
+                     "peak KV cache (MiB)": round(entry["kv_peak_bytes"] / MIB, 1),
+                     "peak GPU memory (MiB)": _gpu_memory_mib(entry), "notes": "; ".join(notes)})
+    return pd.DataFrame(rows)
+
+
+def _distinct(values: list[Any]) -> str:
+    """The values in first-seen order, each once: one value, or 'a / b' where runs differ."""
+    return " / ".join(dict.fromkeys(str(v) for v in values))
+
+
+def meta_field(metas: list[dict[str, Any]], *path: str, shorten: Any = str,
+               missing: str | None = None) -> str:
+    """The distinct values of one provenance field over a set of results ('a / b' where they
+    differ). A value that is absent reads ``missing`` if given, else 'None'."""
+    values = []
+    for meta in metas:
+        value: Any = meta
+        for key in path:
+            value = (value or {}).get(key)
+        values.append(missing if value is None and missing is not None else shorten(str(value)))
+    return _distinct(values) if values else (missing or "")
+
+
+def date_range(dates: list[str]) -> str:
+    """One date, or 'first to last' (ISO strings sort by time); 'missing' for none."""
+    if not dates:
+        return "missing"
+    dates = sorted(dates)
+    return dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+
+
+def provenance_line(metas: list[dict[str, Any] | None]) -> str:
+    """One line of provenance for a set of results (values that differ all listed, dates as a
+    range), so a table mixing sessions says so."""
+    metas = [m for m in metas if m]
+    if not metas:
+        return "provenance: missing"
+
+    def field(*path: str) -> str:
+        return meta_field(metas, *path)
+
+    models = meta_field(metas, "model",  # a local copy's path differs per host
+                        shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
+    commits = meta_field(metas, "git_commit", shorten=lambda v: v[:7])
+    return (f"GPU {field('gpu', 'name')} ({field('gpu', 'memory_gib')} GiB, driver "
+            f"{field('gpu', 'driver')}); vLLM {field('versions', 'vllm')}, torch "
+            f"{field('versions', 'torch')}; model {models}, weights {field('weights')}; "
+            f"{date_range([str(m.get('date_utc')) for m in metas])}; commit {commits}")
+
+
+# --------------------------------------------------------------------------------------------
+# Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies
+# --------------------------------------------------------------------------------------------
+def serving_folders(results_dir: Path, task: str) -> list[Path]:
+    """``<results>/<task>`` and every ``<results>/<task>_<name>`` folder: a new folder of runs of
+    the same schema (e.g. ``task2_lifted``) joins its task's tables, figures and report section."""
+    return sorted(p for p in results_dir.glob(f"{task}*") if p.is_dir()
+                  and (p.name == task or p.name.startswith(task + "_")))
+
+
+@dataclass
+class Run:
+    """One serving run: the blocks of its result file, where it lives, and its per-request arrays
+    (``ttfts``, ``itls``, ``start_times``, ... as ``vllm bench serve`` saved them), read once."""
+
+    path: Path
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    frontend: dict[str, Any]
+    client: dict[str, Any]
+    host: dict[str, Any] | None  # None: a file from before the harness read the host
+    engine: dict[str, Any]
+
+    @classmethod
+    def read(cls, path: Path) -> Run | None:
+        """The run in ``path``; None for a JSON file that is not a serving run."""
+        data = json.loads(path.read_text())
+        if "summary" not in data or "config" not in data:
+            return None
+        return cls(path, data.get("meta") or {}, data["config"], data["summary"], data["frontend"],
+                   data["client"], data.get("host"), data.get("engine") or {})
+
+    @property
+    def folder(self) -> str:
+        return self.path.parent.name
+
+    @cached_property
+    def detail(self) -> dict[str, Any]:
+        return read_detail(self.path, {"client": self.client})
+
+    @property
+    def served_by(self) -> tuple[int, int]:
+        """(API-server processes, client processes); files from before the knobs had one each."""
+        return self.config.get("api_server_count") or 1, self.config.get("client_processes") or 1
+
+    @property
+    def setting(self) -> str:
+        """Where and how the run was served: its folder, API-server and client processes."""
+        api, clients = self.served_by
+        return f"{self.folder}: {api} API server{'s' * (api > 1)}, {clients} client{'s' * (clients > 1)}"
+
+    @property
+    def point(self) -> tuple[str, str]:
+        """(workload, rate): the load, whatever served it."""
+        return self.config["workload"], self.config["rate"]
+
+
+def load_runs(folder: Path) -> list[Run]:
+    """Every run file in ``folder`` (sorted by name); none when the folder does not exist (a task
+    not run yet)."""
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return [run for run in map(Run.read, paths) if run is not None]
+
+
+def client_start_spread_s(run: Run) -> float | None:
+    """How far apart the client processes of a run sent their first requests, in seconds (None
+    for one client). Each process starts its own clock after its own set-up, so several clients
+    at rate inf offer staggered bursts, not one. The merged arrays hold each process's
+    ``num_prompts`` requests in turn."""
+    processes = run.client.get("per_process") or []
+    if len(processes) < 2:
+        return None
+    starts, firsts, at = run.detail["start_times"], [], 0
+    for process in processes:
+        firsts.append(min(starts[at:at + process["num_prompts"]]))
+        at += process["num_prompts"]
+    return max(firsts) - min(firsts)
+
+
+def server_flag(server_args: str, flag: str) -> str | None:
+    match = re.search(rf"{re.escape(flag)}[ =](\S+)", server_args or "")
+    return match.group(1) if match else None
+
+
+def run_rows(loaded: list[Run]) -> pd.DataFrame:
+    """One row per run: what was run (setting, strategy, workload, rate, budget), the summary's
+    latencies and throughput, SLO attainment and goodput recomputed from the per-request data,
+    the front-end check and the host's CPU/GPU readings."""
+    rows = []
+    for run in loaded:
+        cfg, summary, front, engine = run.config, run.summary, run.frontend, run.engine
+        counts = engine.get("scheduler_counts_this_run") or {}
+        gpu = (run.host or {}).get("gpu_util") or {}
+        roles = front.get("server_cores_by_role") or {}
+        attained = slo_attainment(run.detail, parse_slo(cfg.get("goodput")), cfg["warmup_fraction"])
+        budget = server_flag(cfg.get("server_args"), "--max-num-batched-tokens")
+        rows.append({
+            "setting": run.setting, "folder": run.folder, "file": run.path.name,
+            **dict(zip(("api servers", "clients"), run.served_by)),
+            "strategy": cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"],
+            "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
+            BUDGET: int(budget) if budget else None,
+            **{col: summary[key][pct] for col, (key, pct) in METRICS.items()},
+            THROUGHPUT: summary["output_throughput_tok_s"],
+            "client throughput (tok/s)": run.client.get("output_throughput"),
+            "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
+            "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
+            "timeout rate": summary["timeout_rate"],
+            "completeness": front["token_gaps"]["completeness"], "lagged": bool(front["lagged"]),
+            WHOLE_REQUESTS: 100 * front["token_gaps"]["requests_complete_share"],
+            "min request completeness": front["token_gaps"]["min_request_completeness"],
+            API_CORES: front.get("api_server_cores_total"), BUSIEST_API: roles.get("api_server"),
+            ENGINE_CORES: roles.get("engine_core"),
+            CLIENT_CORES: max(front.get("client_cores") or [], default=None),
+            GPU_UTIL: gpu.get("mean_pct") if gpu.get("window") == "load" else None,
+            "client start spread (s)": client_start_spread_s(run),
+            "mixed steps": (counts.get("steps") or {}).get("mixed"),
+            "fallback steps": (counts.get("policy") or {}).get("fallback_steps"),
+            "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
+        })
+    frame = pd.DataFrame(rows)
+    if not frame.empty:  # a reading a run lacks is NaN, so medians and rounding stay numeric
+        frame[list(CORES)] = frame[list(CORES)].astype(float)
+    return frame
+
+
+def _rate_order(rate: str) -> float:
+    return float("inf") if rate == "inf" else float(rate)
+
+
+def _strategy_order(name: str) -> str:
+    """Sort key: the labelled strategies in their order, then any other name."""
+    order = list(STRATEGY_LABELS)
+    base = re.sub(r"-\d+(?:\.\d+)?ms$", "", name)
+    return f"{order.index(base) if base in order else len(order):02d}{name}"
+
+
+def _sort_key(column: pd.Series) -> pd.Series:
+    if column.name == "rate":
+        return column.map(_rate_order)
+    return column.map(_strategy_order) if column.name == "strategy" else column
+
+
+def strategy_label(tag: str) -> str:
+    """``slo-15ms`` (``slo_study.sh``'s ``slo@15``) -> Strategy C's label with its stall bound."""
+    match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
+    if match and match.group(1) in STRATEGY_LABELS:
+        return f"{STRATEGY_LABELS[match.group(1)]} (stall bound {match.group(2)} ms)"
+    return STRATEGY_LABELS.get(tag, tag)
+
+
+def load_label(rate: str) -> str:
+    return "rate inf (all at once)" if rate == "inf" else f"rate {rate} req/s"
+
+
+def span_text(values: pd.Series, digits: int = 3) -> str:
+    """'0.913-0.956' (one value when they agree); 'n/a' when none was recorded."""
+    values = values.dropna()
+    if values.empty:
+        return "n/a"
+    low, high = f"{values.min():.{digits}f}", f"{values.max():.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def lag_text(lagged: pd.Series) -> str:
+    n = int(lagged.sum())
+    return "kept up" if n == 0 else ("lagged" if n == len(lagged) else f"lagged in {n} of {len(lagged)}")
+
+
+def point_table(rows: pd.DataFrame, keys: list[str], extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Median over the runs of each point (``keys``) of every value column present (``VALUES``
+    and any ``extra``), the number
+    of runs, and, where the rows carry the front-end check, the runs' completeness range and
+    whether the front end lagged ("front end": kept up / lagged / lagged in k of n)."""
+    keys = [k for k in keys if k in rows]
+    grouped = rows.groupby(keys, sort=False)
+    table = grouped[[c for c in (*VALUES, *extra) if c in rows and rows[c].notna().any()]].median()
+    table["runs"] = grouped.size()
+    if "completeness" in rows:
+        table["completeness"] = grouped["completeness"].agg(span_text)
+        table["front end"] = grouped["lagged"].agg(lag_text)
+    return table.reset_index().sort_values(keys, key=_sort_key, kind="stable").reset_index(drop=True)
+
+
+def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Task 2's medians per (setting, load, budget)."""
+    return point_table(runs, ["setting", "rate", BUDGET])
+
+
+def shown(table: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A table for reading: rounded, strategies labelled, attainment in %, and without the given
+    columns, columns no run recorded, or columns that say the same thing in every row (stated in
+    the text instead)."""
+    out = table.drop(columns=[c for c in drop if c in table]).dropna(axis=1, how="all").copy()
+    for column in ("setting", "folder"):
+        if column in out and out[column].nunique() == 1:
+            out = out.drop(columns=column)
+    if "strategy" in out:
+        out["strategy"] = out["strategy"].map(strategy_label)
+    if "attainment" in out:
+        out["attainment"] = out["attainment"].map(lambda v: f"{v:.1%}")
+    out = out.round(2)
+    return out.astype(object).where(out.notna(), "n/a")
+
+
+
+
+def kept_request_values(run: Run) -> dict[str, list[float]]:
+    """TTFT (ms; a failed request as inf) and prompt length of each kept request, and every ITL
+    (ms, one per streamed chunk) of the kept successful ones."""
+    detail = run.detail
+    kept = kept_indices(detail["start_times"], run.config["warmup_fraction"])
+    ok = {i for i in kept if is_success(detail, i)}
+    return {"ttft_ms": [detail["ttfts"][i] * 1e3 if i in ok else float("inf") for i in kept],
+            "input_lens": [detail["input_lens"][i] for i in kept],
+            "itl_ms": [x * 1e3 for i in kept if i in ok for x in detail["itls"][i]]}
+
+
+def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
+                          buckets: int = 4) -> pd.DataFrame:
+    """TTFT P50/P99 per prompt-length quartile and strategy, pooled over the point's runs: who
+    gains and who pays when the admission order depends on the prompt's length."""
+    frames = []
+    for run in loaded:
+        if run.point == (workload, rate):
+            values = kept_request_values(run)
+            frames.append(pd.DataFrame({"strategy": run.config["scheduler"], "len": values["input_lens"],
+                                        "ttft": values["ttft_ms"], "lagged": run.frontend["lagged"]}))
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames)
+    frame["bucket"] = pd.qcut(frame["len"], buckets, duplicates="drop")
+    rows = []
+    for (tag, bucket), group in frame.groupby(["strategy", "bucket"], observed=True):
+        with np.errstate(invalid="ignore"):
+            p50, p99 = np.percentile(group["ttft"], [50, 99])
+        rows.append({"strategy": tag, "prompt tokens": f"{int(bucket.left) + 1}-{int(bucket.right)}",
+                     "requests": len(group), "TTFT P50 (ms)": round(float(p50), 1),
+                     "TTFT P99 (ms)": round(float(p99), 1),
+                     "front end": "lagged" if group["lagged"].any() else "kept up"})
+    return pd.DataFrame(rows).sort_values("strategy", key=_sort_key, kind="stable")
+
+
+
+
+@dataclass
+class Results:
+    """Task 1's file and every serving folder's runs (folders with runs only), read once."""
+
+    folder: Path
+    task1: dict[str, Any] | None
+    serving: dict[str, list[Run]]
+    _rows: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, folder: Path) -> Results:
+        task1 = load_json(folder / "task1.json")
+        serving = {p.name: load_runs(p) for task in ("task2", "task3", "slo")
+                   for p in serving_folders(folder, task)}
+        return cls(folder, task1 if task1 and task1.get("methods") else None,
+                   {name: runs for name, runs in serving.items() if runs})
+
+    def folders(self, task: str) -> list[str]:
+        return [name for name in self.serving if name == task or name.startswith(task + "_")]
+
+    def runs(self, task: str) -> list[Run]:
+        return [run for name in self.folders(task) for run in self.serving[name]]
+
+    def folder_rows(self, name: str) -> pd.DataFrame:
+        """One folder's per-run rows (``run_rows``), computed once."""
+        if name not in self._rows:
+            self._rows[name] = run_rows(self.serving.get(name, []))
+        return self._rows[name]
+
+    def rows(self, task: str) -> pd.DataFrame:
+        """Per-run rows of every folder of ``task`` (``task2``, ``task3``), or of one folder."""
+        frames = [self.folder_rows(n) for n in (self.folders(task) if task in ("task2", "task3") else [task])]
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def points(self, folder: str) -> list[tuple[str, str]]:
+        """The (workload, rate) points of a folder, in order."""
+        pairs = {r.point for r in self.serving[folder]}
+        return sorted(pairs, key=lambda p: (p[0], _rate_order(p[1])))
+
+
