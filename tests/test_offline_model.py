@@ -9,8 +9,9 @@ import unicodedata
 import pytest
 from transformers import AutoTokenizer
 
-from offline_model import (FIRST_ADDED_ID, QWEN3_ADDED_TOKENS, QWEN3_DIR, QWEN_PRETOKENIZE_REGEX,
-                           build_tokenizer, ensure_tokenizer, qwen_bpe_file)
+from offline_model import (FIRST_ADDED_ID, QWEN3_8B_DIR, QWEN3_ADDED_TOKENS, QWEN3_DIR, QWEN_PRETOKENIZE_REGEX,
+                           build_tokenizer, ensure_tokenizer, kv_bytes_per_token, load_config,
+                           non_embedding_parameters, qwen_bpe_file)
 from prompts.make_prompts import make_prompts
 
 
@@ -63,3 +64,16 @@ def test_committed_prompt_set_is_what_the_generator_makes(tokenizer):
                  .read_text().splitlines()]
     assert len(committed) == 64
     assert committed == make_prompts(tokenizer, 64, 128, 512, seed=0)
+
+
+@pytest.mark.parametrize(("model_dir", "published", "kv_bytes"), [
+    (QWEN3_DIR, 0.44e9, 114_688),  # Qwen3-0.6B's card: 0.6B parameters, 0.44B non-embedding
+    (QWEN3_8B_DIR, 6.95e9, 147_456),  # Qwen3-8B's card: 8.2B parameters, 6.95B non-embedding
+])
+def test_committed_configs_have_the_published_sizes(model_dir, published, kv_bytes):
+    config = load_config(model_dir)
+    assert non_embedding_parameters(config) == pytest.approx(published, rel=0.01)
+    assert kv_bytes_per_token(config) == kv_bytes
+    embeddings = config["vocab_size"] * config["hidden_size"] * (1 if config["tie_word_embeddings"] else 2)
+    assert non_embedding_parameters(config) + embeddings == pytest.approx(
+        0.6e9 if model_dir == QWEN3_DIR else 8.2e9, rel=0.02)
