@@ -324,6 +324,9 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
     from step_model import predict_s
 
     sched = make_scheduler(cls, config)
+    for attr in ("_step_log", "_stats_path"):  # simulated steps are no calibration data
+        if hasattr(sched, attr):
+            setattr(sched, attr, None)
     token_times: dict[str, list[float]] = {}
     in_flight: deque[tuple[SchedulerOutput, ModelRunnerOutput, float]] = deque()
     gpu_free, nxt, steps, empty_in_row, total = 0.0, 0, 0, 0, len(arrivals)
@@ -345,7 +348,8 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
             gpu_free = start + (predict_s(step_model, prefill, decode_reqs, context) if busy else 0.0)
             in_flight.appendleft((output, fake_model_output(sched, output), gpu_free))
             empty_in_row = 0 if busy else empty_in_row + 1
-            if empty_in_row > 8:  # nothing to plan until something arrives
+            if empty_in_row > 8 and not any(o.total_num_scheduled_tokens for o, _, _ in in_flight):
+                # nothing to plan until something arrives
                 if nxt >= total:
                     raise RuntimeError(f"{cls.__name__} stopped making progress with nothing left to arrive")
                 clock.now, empty_in_row = max(clock.now, float(arrivals[nxt])), 0
@@ -388,11 +392,11 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                        num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16)
     clock = VirtualClock()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config, clock)
-    wall_s = time.perf_counter() - started
+    wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     print(f"simulated {args.num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
-          f"in {wall_s:.1f} s wall ({args.strategy}, rate {args.rate})")
+          f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
     server_args = (f"--max-num-batched-tokens {args.max_num_batched_tokens} --max-num-seqs {args.max_num_seqs}"
                    f" --num-gpu-blocks-override {args.num_gpu_blocks}")
     bench_args = (f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
@@ -409,7 +413,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                    "goodput": None, "simulated": True},
         "step_model": {"file": str(args.step_model),
                        "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
-        "simulation": {"steps": steps, "virtual_s": clock.now, "wall_s": wall_s},
+        "simulation": {"steps": steps, "virtual_s": clock.now, "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(detail, args.warmup_fraction, None, None, None),
         "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
                    "output_throughput": summary["output_throughput_tok_s"]},
