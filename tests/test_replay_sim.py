@@ -148,10 +148,12 @@ def test_lone_request_ttft_is_its_prefill_steps():
 
 
 def test_strategy_a_trades_decode_stalls_for_first_tokens_against_the_default():
-    """Near saturation prompts queue; A gives them whole steps (lower TTFT P50) while the decodes
-    wait behind them (higher ITL P99)."""
+    """A bursty load (burstiness 0.25 at 40 req/s): a burst queues several prompts at once. The
+    default gives them what the running decodes leave of each step, and every such step also
+    pays for the decodes; A runs them in prefill-only steps back to back (lower TTFT P50) while
+    the decodes wait for the whole burst (higher ITL P99). Here: 22.7 vs 18.4 ms, 12.7 vs 40.4 ms."""
     n = 300
-    arrivals = ss.bench_arrivals(n, 40.0, 1.0, 42)
+    arrivals = ss.bench_arrivals(n, 40.0, 0.25, 42)
     inputs, outputs = ss.bench_lengths(n, 1024, 64, 0.0, 42)
     rows = {}
     for strategy in ("default", "prefill-first"):
