@@ -428,21 +428,16 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
 def add_replay_parser(sub: Any) -> None:
     r = sub.add_parser("replay", help="simulate a strategy on a benchmark workload (needs --step-model)")
     r.add_argument("--strategy", required=True, help="a name of `python my_scheduler.py --list`")
-    r.add_argument("--rate", default="inf", help="requests/s, or inf (as vllm bench serve)")
-    r.add_argument("--num-prompts", type=int, default=1000)
-    r.add_argument("--burstiness", type=float, default=1.0)
-    r.add_argument("--input-len", type=int, default=1024)
-    r.add_argument("--output-len", type=int, default=256)
-    r.add_argument("--range-ratio", type=float, default=0.0)
-    r.add_argument("--seed", type=int, default=42)
     r.add_argument("--step-model", help="coefficients from `python step_model.py fit` (required)")
-    r.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    r.add_argument("--max-num-seqs", type=int, default=256)
+    r.add_argument("--rate", default="inf", help="requests/s, or inf (as vllm bench serve)")
     r.add_argument("--num-gpu-blocks", type=int, default=72_500,
                    help="KV blocks of 16 tokens (default: about the H200's 1.16 M tokens for Qwen3-0.6B)")
     r.add_argument("--workload", default="fixed", help="workload name for the tables")
-    r.add_argument("--warmup-fraction", type=float, default=0.1)
-    r.add_argument("--timeout-s", type=float, default=30.0)
+    for flag, kind, default in (("--num-prompts", int, 1000), ("--burstiness", float, 1.0), ("--seed", int, 42),
+                                ("--input-len", int, 1024), ("--output-len", int, 256), ("--range-ratio", float, 0.0),
+                                ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
+                                ("--warmup-fraction", float, 0.1), ("--timeout-s", float, 30.0)):
+        r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
     r.add_argument("--out", type=Path, required=True)
 
 
@@ -459,7 +454,7 @@ def main(argv: list[str]) -> int:
     if args.command == "replay":
         try:
             return replay_command(args, argv)
-        except ValueError as err:
+        except (ValueError, OSError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     rows = bench(args.waiting, args.running, args.repeats, args.max_num_seqs)
