@@ -28,6 +28,11 @@ Engine-side statistics: when the environment variable ``LAB3_SCHED_STATS`` names
 engine-core process writes the recorder's JSON there (atomically: a temporary file, then a
 rename) at most once a second while busy, whenever the engine runs out of requests, and at
 shutdown. The JSON is ``StepRecorder.stats_dict()``; its keys are documented there.
+
+Step-time calibration: when ``LAB3_STEP_LOG`` names a file, the recorder also appends one CSV
+row per engine step there (``StepTimeLog``: its features and wall time), at the same flushes;
+``step_model.py`` fits the replay simulator's step-time model to it. vLLM's own policy has no
+recorder: calibrate it as ``kv-recorder`` (``KVPeakRecorder``), which plans exactly as vLLM does.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from vllm.v1.request import Request
 logger = logging.getLogger(__name__)
 
 STATS_ENV = "LAB3_SCHED_STATS"
+STEP_LOG_ENV = "LAB3_STEP_LOG"
 SJF_AGING_ENV = "LAB3_SJF_AGING_TOKENS_PER_S"
 STALL_MS_ENV = "LAB3_MAX_DECODE_STALL_MS"
 PREFILL_RUN_ENV = "LAB3_MAX_PREFILL_STEPS_IN_ROW"
@@ -137,6 +143,7 @@ class StepRecorder:
         self.peak_waiting = 0
         self._kv_bytes_per_token = kv_bytes_per_token(self.kv_cache_config)
         self._stats_path = os.environ.get(STATS_ENV) or None
+        self._step_log = StepTimeLog(log_path) if (log_path := os.environ.get(STEP_LOG_ENV)) else None
         self._last_flush = 0.0
 
     # -- the step -----------------------------------------------------------------------------
@@ -146,6 +153,8 @@ class StepRecorder:
         return output
 
     def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
+        if self._step_log is not None:
+            self._step_log.applied(scheduler_output)
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         now = time.monotonic()
         if not self.has_unfinished_requests() or now - self._last_flush >= STATS_FLUSH_INTERVAL_S:
@@ -157,12 +166,10 @@ class StepRecorder:
         super().shutdown()
 
     def _record_step(self, output: SchedulerOutput) -> None:
-        prefill_tokens = decode_tokens = 0
-        for req_id, num_tokens in output.num_scheduled_tokens.items():
-            if self._is_prefill_work(self.requests[req_id], num_tokens, output):
-                prefill_tokens += num_tokens
-            else:
-                decode_tokens += num_tokens
+        features = step_features(self, output)
+        if self._step_log is not None:
+            self._step_log.planned(output, features)
+        prefill_tokens, _, decode_tokens, _, _ = features
         self.step_counts[self._step_type(prefill_tokens, decode_tokens)] += 1
         self.token_counts["prefill"] += prefill_tokens
         self.token_counts["decode"] += decode_tokens
@@ -246,6 +253,8 @@ class StepRecorder:
     def flush_stats(self) -> None:
         """Write the stats file atomically; a reader never sees a half-written file."""
         self._last_flush = time.monotonic()
+        if self._step_log is not None:
+            self._step_log.flush()
         if self._stats_path is None:
             return
         directory = os.path.dirname(os.path.abspath(self._stats_path))
@@ -259,6 +268,73 @@ class StepRecorder:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+
+
+def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> tuple[int, int, int, int, int]:
+    """What a planned step asks of the GPU: (prefill tokens, decode requests, decode tokens,
+    context tokens, scheduled requests). Context tokens are each scheduled request's length once
+    the step ran (``num_computed_tokens``, which ``schedule()`` already advanced by the chunk):
+    the keys its attention reads. One function for the engine's log and the replay simulator,
+    so the step-time model is fitted and applied to the same numbers.
+    """
+    prefill = decode_reqs = decode = context = 0
+    for req_id, num_tokens in output.num_scheduled_tokens.items():
+        request = scheduler.requests[req_id]
+        context += request.num_computed_tokens
+        if StepRecorder._is_prefill_work(request, num_tokens, output):
+            prefill += num_tokens
+        else:
+            decode_reqs, decode = decode_reqs + 1, decode + num_tokens
+    return prefill, decode_reqs, decode, context, len(output.num_scheduled_tokens)
+
+
+class StepTimeLog:
+    """One CSV row per engine step, its features and wall time: the calibration data of the
+    replay simulator (``LAB3_STEP_LOG``). Rows are appended at each flush; the header is written
+    when the file is new, so several servers run one after another share one log.
+
+    Step time. With async scheduling the engine plans step N+1 while step N runs and applies N's
+    output when it has finished, so the GPU's steps follow each other and the time between two
+    ``update_from_output`` calls is one step. The time of step N is therefore
+    ``t_update(N) - max(t_update(N-1), t_planned(N))``: from the previous output (or from N's
+    planning, if the engine was idle and N was planned after it) to N's output
+    (``pipelined`` = 1 in the first case). Caveat: this is the engine's cycle, GPU and host
+    together; when the host's work per step (applying outputs, planning, launching) is longer
+    than the GPU's, it measures the host, which is what a replay of this engine needs but not a
+    GPU kernel time. The clock is read when ``update_from_output`` is entered.
+    """
+
+    COLUMNS = ("prefill_tokens", "decode_requests", "decode_tokens", "context_tokens",
+               "num_requests", "step_time_us", "pipelined")
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.path = path
+        self._clock = clock
+        self._planned: dict[int, tuple[float, tuple[int, ...]]] = {}
+        self._last_update: float | None = None
+        self._rows: list[str] = []
+
+    def planned(self, output: SchedulerOutput, features: tuple[int, ...]) -> None:
+        self._planned[id(output)] = (self._clock(), features)
+
+    def applied(self, output: SchedulerOutput) -> None:
+        now = self._clock()
+        entry = self._planned.pop(id(output), None)
+        if entry is not None:
+            planned_at, features = entry
+            pipelined = self._last_update is not None and planned_at < self._last_update
+            start = self._last_update if pipelined else planned_at
+            self._rows.append(",".join(map(str, (*features, round((now - start) * 1e6), int(pipelined)))))
+        self._last_update = now
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        with open(self.path, "a") as handle:
+            handle.write((",".join(self.COLUMNS) + "\n" if new else "") + "\n".join(self._rows) + "\n")
+        self._rows.clear()
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,23 +10,36 @@ Run as a script it is the scheduler overhead benchmark:
     python sched_sim.py bench [--waiting 1000] [--running 256] [--repeats 200]
 
 prints the CPU time of one ``schedule()`` call for each strategy against vLLM's stock
-``AsyncScheduler``, with the given numbers of waiting and running requests.
+``AsyncScheduler``, with the given numbers of waiting and running requests; and the replay
+simulator (issue #17):
+
+    python sched_sim.py replay --strategy prefill-first --rate 40 --num-prompts 1000 \
+        --step-model STEP_MODEL.json --out results/sim/prefill-first_rate-40.json
+
+drives the real scheduler class through ``vllm bench serve``'s workload for that seed on a
+virtual clock, with each step's time from a step-time model fitted to measured engine steps
+(``harness/step_model.py``), and writes a result file in the schema of a real run, marked simulated.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
+import math
 import os
 import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
@@ -97,8 +110,10 @@ _ids = itertools.count()
 
 
 def make_request(prompt_len: int, max_tokens: int, *, arrival_time: float | None = None,
-                 priority: int = 0, block_size: int = 16, request_id: str | None = None) -> Request:
-    """A request with distinct prompt tokens (no accidental prefix-cache hits)."""
+                 priority: int = 0, block_size: int = 16, request_id: str | None = None,
+                 hashed: bool = True) -> Request:
+    """A request with distinct prompt tokens (no accidental prefix-cache hits); ``hashed=False``
+    skips the block hashes, which only prefix caching reads (a tenth of a replay's time)."""
     global _hash_ready
     if not _hash_ready:
         init_none_hash(hash)
@@ -112,7 +127,7 @@ def make_request(prompt_len: int, max_tokens: int, *, arrival_time: float | None
         pooling_params=None,
         arrival_time=arrival_time,
         priority=priority,
-        block_hasher=get_request_block_hasher(block_size, hash),
+        block_hasher=get_request_block_hasher(block_size, hash) if hashed else None,
     )
 
 
@@ -238,6 +253,194 @@ def bench(waiting: int, running: int, repeats: int,
     return rows
 
 
+# --------------------------------------------------------------------------------------------
+# Replay: a benchmark's workload through the real scheduler, on a virtual clock
+# --------------------------------------------------------------------------------------------
+def bench_arrivals(num_prompts: int, rate: float, burstiness: float, seed: int) -> np.ndarray:
+    """Send times (s after the start) of ``vllm bench serve --seed S --request-rate R
+    --burstiness B``: its ``get_request`` draws gamma gaps (shape B, scale 1/(R*B)) from numpy's
+    global generator seeded with S (the random dataset has its own generator, so nothing draws in
+    between), sums them, and rescales the sum to exactly ``num_prompts / R``."""
+    if math.isinf(rate):
+        return np.zeros(num_prompts)
+    if math.isinf(burstiness):
+        gaps = np.full(num_prompts, 1.0 / rate)
+    else:
+        rng = np.random.RandomState(seed)
+        gaps = np.array([rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness))
+                         for _ in range(num_prompts)])
+    times = np.cumsum(gaps)
+    return times * (num_prompts / rate / times[-1]) if times[-1] != 0 else times
+
+
+def bench_lengths(num_prompts: int, input_len: int, output_len: int, range_ratio: float, seed: int,
+                  num_special_tokens: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of ``vllm bench serve --dataset-name random``: uniform integers
+    in [L(1-r), L(1+r)] from ``np.random.default_rng(seed)``, inputs first (minus the tokenizer's
+    special tokens: none for Qwen3). The prompt built from them can differ by a token after
+    decoding and re-encoding; the simulator uses the drawn lengths."""
+    rng = np.random.default_rng(seed)
+    real_in = max(0, input_len - num_special_tokens)
+    lo_in, hi_in = math.floor(real_in * (1 - range_ratio)), math.ceil(real_in * (1 + range_ratio))
+    lo_out = max(math.floor(output_len * (1 - range_ratio)), 1)
+    hi_out = max(math.ceil(output_len * (1 + range_ratio)), 1)
+    return rng.integers(lo_in, hi_in + 1, size=num_prompts), rng.integers(lo_out, hi_out + 1, size=num_prompts)
+
+
+class VirtualClock:
+    """The simulated time, read by strategies that look at the clock (C, D, E)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay_class(strategy: str, clock: VirtualClock) -> type:
+    """The strategy's class (named as ``my_scheduler.resolve_strategy`` takes it), with every
+    clock it reads (``clock``, ``wall_clock``) set to the virtual one."""
+    import my_scheduler
+
+    path = my_scheduler.resolve_strategy(strategy)
+    cls = getattr(my_scheduler, path.rpartition(".")[2]) if path else AsyncScheduler
+    clocks = {name: staticmethod(clock) for name in ("clock", "wall_clock") if hasattr(cls, name)}
+    return type(cls.__name__, (cls,), clocks) if clocks else cls
+
+
+def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens: np.ndarray,
+           step_model: dict[str, Any], config: SimConfig, clock: VirtualClock) -> tuple[dict[str, Any], AsyncScheduler, int]:
+    """Serve the workload as vLLM 0.26's async engine loop does, on the virtual clock.
+
+    The engine keeps two steps in flight (``EngineCore.step_with_batch_queue``): it plans step
+    N+1 while N runs and applies N's output when N ends, so N+1 is planned before N's tokens
+    exist and sees only the arrivals up to N-1's end. The GPU runs the steps one after another:
+    a step starts when it is planned or when the previous one ends, whichever is later, and
+    lasts what the step-time model says for its features (an empty step runs nothing). Tokens
+    are stamped with the end of their step. Returns the per-request arrays (as ``vllm bench
+    serve --save-detailed`` has them), the scheduler and the number of steps.
+    """
+    from my_scheduler import step_features
+    from harness.step_model import predict_s
+
+    sched = make_scheduler(cls, config)
+    for attr in ("_step_log", "_stats_path"):  # simulated steps are no calibration data
+        if hasattr(sched, attr):
+            setattr(sched, attr, None)
+    token_times: dict[str, list[float]] = {}
+    in_flight: deque[tuple[SchedulerOutput, ModelRunnerOutput, float]] = deque()
+    gpu_free, nxt, steps, empty_in_row, total = 0.0, 0, 0, 0, len(arrivals)
+    while nxt < total or in_flight or sched.has_requests():
+        while nxt < total and arrivals[nxt] <= clock.now:
+            sched.add_request(make_request(int(input_lens[nxt]), int(output_lens[nxt]), request_id=f"sim-{nxt}",
+                                           arrival_time=float(arrivals[nxt]), block_size=config.block_size,
+                                           hashed=config.enable_prefix_caching))
+            nxt += 1
+        if not in_flight and not sched.has_requests():
+            clock.now = float(arrivals[nxt])  # idle until the next request
+            continue
+        if sched.has_requests():
+            output = sched.schedule()
+            steps += 1
+            prefill, decode_reqs, _, context, _ = step_features(sched, output)
+            busy = output.total_num_scheduled_tokens > 0
+            start = max(clock.now, gpu_free)
+            gpu_free = start + (predict_s(step_model, prefill, decode_reqs, context) if busy else 0.0)
+            in_flight.appendleft((output, fake_model_output(sched, output), gpu_free))
+            empty_in_row = 0 if busy else empty_in_row + 1
+            if empty_in_row > 8 and not any(o.total_num_scheduled_tokens for o, _, _ in in_flight):
+                # nothing to plan until something arrives
+                if nxt >= total:
+                    raise RuntimeError(f"{cls.__name__} stopped making progress with nothing left to arrive")
+                clock.now, empty_in_row = max(clock.now, float(arrivals[nxt])), 0
+            if len(in_flight) < 2 and (busy or sched.has_requests()):
+                continue
+        output, model_output, ends_at = in_flight.pop()
+        clock.now = max(clock.now, ends_at)
+        for engine_outputs in sched.update_from_output(output, model_output).values():
+            for out in engine_outputs.outputs:
+                token_times.setdefault(out.request_id, []).extend([clock.now] * len(out.new_token_ids))
+    return request_arrays(arrivals, input_lens, token_times), sched, steps
+
+
+def request_arrays(arrivals: np.ndarray, input_lens: np.ndarray,
+                   token_times: dict[str, list[float]]) -> dict[str, Any]:
+    """Per-request TTFT, ITLs, lengths, start times and errors, as a real run's client saves them."""
+    detail: dict[str, Any] = {"ttfts": [], "itls": [], "input_lens": [int(n) for n in input_lens],
+                              "output_lens": [], "start_times": [float(t) for t in arrivals], "errors": []}
+    for i, arrived in enumerate(arrivals):
+        times = token_times.get(f"sim-{i}", [])
+        detail["ttfts"].append(times[0] - arrived if times else 0.0)
+        detail["itls"].append(np.diff(times).tolist())
+        detail["output_lens"].append(len(times))
+        detail["errors"].append("" if times else "no token")
+    return detail
+
+
+def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
+    """``replay``: simulate, time it, write the result file (schema of ``serve_bench.py``)."""
+    import my_scheduler
+    from harness import step_model
+    from lab_metrics import frontend_check, summarize, write_run
+    from provenance import collect_meta
+    from serve_bench import SCHEMA_VERSION, rate_label
+
+    model = step_model.load(args.step_model)
+    rate = float(args.rate)
+    arrivals = bench_arrivals(args.num_prompts, rate, args.burstiness, args.seed)
+    inputs, outputs = bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed)
+    config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                       num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16)
+    clock = VirtualClock()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config, clock)
+    wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    print(f"simulated {args.num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
+          f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
+    server_args = (f"--max-num-batched-tokens {args.max_num_batched_tokens} --max-num-seqs {args.max_num_seqs}"
+                   f" --num-gpu-blocks-override {args.num_gpu_blocks}")
+    bench_args = (f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
+                  f"{args.output_len} --random-range-ratio {args.range_ratio} --burstiness {args.burstiness} --ignore-eos")
+    summary = summarize(detail, args.warmup_fraction, args.timeout_s)
+    record = {
+        "schema_version": SCHEMA_VERSION, "simulated": True,
+        "meta": collect_meta(model["provenance"].get("model", "?"), "none (simulated)", ["sched_sim.py", *argv]),
+        "config": {"task": "sim", "tag": args.strategy, "workload": args.workload, "rate": rate_label(args.rate),
+                   "run": 1, "scheduler": args.strategy,
+                   "scheduler_cls": my_scheduler.resolve_strategy(args.strategy) or None,
+                   "num_prompts": args.num_prompts, "seed": args.seed, "server_args": server_args,
+                   "bench_args": bench_args, "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
+                   "goodput": None, "simulated": True},
+        "step_model": {"file": str(args.step_model),
+                       "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
+        "simulation": {"steps": steps, "virtual_s": clock.now, "wall_s": wall_s, "cpu_s": cpu_s},
+        "frontend": frontend_check(detail, args.warmup_fraction, None, None, None),
+        "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
+                   "output_throughput": summary["output_throughput_tok_s"]},
+        "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
+        "summary": summary,
+    }
+    write_run(args.out, record, detail)
+    print(f"TTFT P50 {summary['ttft_ms']['p50']:.1f} ms, ITL P99 {summary['itl_ms']['p99']:.1f} ms -> {args.out}")
+    return 0
+
+
+def add_replay_parser(sub: Any) -> None:
+    r = sub.add_parser("replay", help="simulate a strategy on a benchmark workload (needs --step-model)")
+    r.add_argument("--strategy", required=True, help="a name of `python my_scheduler.py --list`")
+    r.add_argument("--step-model", help="coefficients from `python -m harness.step_model fit` (required)")
+    r.add_argument("--rate", default="inf", help="requests/s, or inf (as vllm bench serve)")
+    r.add_argument("--num-gpu-blocks", type=int, default=72_500,
+                   help="KV blocks of 16 tokens (default: about the H200's 1.16 M tokens for Qwen3-0.6B)")
+    r.add_argument("--workload", default="fixed", help="workload name for the tables")
+    for flag, kind, default in (("--num-prompts", int, 1000), ("--burstiness", float, 1.0), ("--seed", int, 42),
+                                ("--input-len", int, 1024), ("--output-len", int, 256), ("--range-ratio", float, 0.0),
+                                ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
+                                ("--warmup-fraction", float, 0.1), ("--timeout-s", float, 30.0)):
+        r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
+    r.add_argument("--out", type=Path, required=True)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -246,7 +449,14 @@ def main(argv: list[str]) -> int:
     b.add_argument("--running", type=int, default=256)
     b.add_argument("--repeats", type=int, default=200)
     b.add_argument("--max-num-seqs", type=int, default=None, help="seq cap (default: --running)")
+    add_replay_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "replay":
+        try:
+            return replay_command(args, argv)
+        except (ValueError, OSError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     rows = bench(args.waiting, args.running, args.repeats, args.max_num_seqs)
     print(f"schedule() CPU time, {args.waiting} waiting, {args.running} running at start, "
           f"max_num_seqs {args.max_num_seqs or args.running}, {args.repeats} calls each")

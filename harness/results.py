@@ -189,6 +189,11 @@ class Run:
         return f"{self.folder}: {api} API server{'s' * (api > 1)}, {clients} client{'s' * (clients > 1)}"
 
     @property
+    def simulated(self) -> bool:
+        """A replay of the scheduler on a virtual clock (``sched_sim.py replay``), not a GPU run."""
+        return bool(self.config.get("simulated"))
+
+    @property
     def point(self) -> tuple[str, str]:
         """(workload, rate): the load, whatever served it."""
         return self.config["workload"], self.config["rate"]
