@@ -318,11 +318,11 @@ def test_server_cpu_load_reads_a_busy_process_group():
 
 
 class _ScriptedGpu(sb.GpuUtilSampler):
-    """A GPU sampler that reads a given function of time instead of nvidia-smi."""
+    """A GPU sampler that reads a given function of time instead of NVML."""
 
     def __init__(self, busy: Callable[[], float]) -> None:
         super().__init__("0", interval_s=0.05)
-        self.available, self.busy = True, busy
+        self.busy = busy
 
     def sample(self) -> None:
         self.samples.append((time.monotonic(), self.busy()))
@@ -359,6 +359,20 @@ def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
     assert report["window"] == "load" and report["mean_pct"] >= 60
     unwindowed = gpu.report()  # what a client that never says "load starts" gets
     assert unwindowed["window"] == "client" and unwindowed["mean_pct"] <= 45
+
+
+def test_gpu_sampler_without_a_gpu_records_nothing(monkeypatch):
+    """Real NVML calls: on a host without an NVIDIA driver ``nvmlInit`` raises, and the sampler
+    records nothing, through nvidia-ml-py's bindings and through the copy vLLM carries."""
+    if Path("/dev/nvidiactl").exists():
+        pytest.skip("an NVIDIA driver is present")
+    for hide_nvidia_ml_py in (False, True):
+        if hide_nvidia_ml_py:
+            monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now fails
+        with sb.GpuUtilSampler("0", interval_s=0.02) as gpu:
+            time.sleep(0.1)
+        assert gpu.nvml is not None and hasattr(gpu.nvml, "nvmlInit")
+        assert gpu.handle is None and gpu.samples == [] and gpu.report() is None
 
 
 def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_path):
