@@ -46,39 +46,63 @@ FRONTEND_LAG_THRESHOLD = 0.99  # token-gap completeness below this: the front en
 # Compact storage of per-request arrays
 # --------------------------------------------------------------------------------------------
 DETAIL_SUFFIX = ".requests.npz.xz"
+DETAIL_FORMAT = 2  # 1: ITLs as int32 microseconds; 2: chunk arrival times quantized (below)
+ITL_RESOLUTION_US = 50
+
+
+def quantized_gap_ticks(gaps_s: list[float], step_us: int = ITL_RESOLUTION_US) -> np.ndarray:
+    """One request's gaps as differences of its quantized arrival times, in ``step_us`` ticks.
+
+    The arrival times after the first token (cumulative sums of the gaps) are rounded to the
+    step, then differenced: a cumulative sum of the result lands within half a step of each true
+    arrival time however long the request, where rounding each gap alone would drift.
+    """
+    arrivals = np.rint(np.cumsum(np.asarray(gaps_s, dtype=np.float64)) * (1e6 / step_us))
+    return np.diff(arrivals, prepend=0.0).astype(np.int64)
 
 
 def pack_detail(client: dict[str, Any]) -> bytes:
-    """Per-request arrays as an xz-compressed ``.npz``; times kept to the microsecond.
+    """Per-request arrays as an xz-compressed ``.npz`` (format ``DETAIL_FORMAT``).
 
-    ITLs (hundreds of thousands of floats a run) are stored as int32 microseconds with offsets;
-    xz over the plain ``.npz`` halves what ``np.savez_compressed`` (zlib) gives.
+    Chunk arrival times are kept to ``ITL_RESOLUTION_US`` (50 us; ``quantized_gap_ticks``), as
+    int32 ticks (2**31 of them: 29 hours) with per-request offsets; TTFTs and start times stay
+    exact. Why not exact ITLs: the results folder must stay under 30 MB over well over a hundred
+    runs, and exact ITLs (hundreds of thousands a run) were 9/10 of it. The per-request arrays
+    serve figures and recomputation; every summary percentile in a result file was computed at
+    run time from full-precision data. The file records its resolution (``itl_resolution_us``).
     """
     itls = client["itls"]
-    flat = np.array([round(x * 1e6) for row in itls for x in row], dtype=np.int64)
-    offsets = np.cumsum([0] + [len(row) for row in itls], dtype=np.int64)
-    errors = np.array([e or "" for e in client["errors"]], dtype=np.str_)
+    ticks = [quantized_gap_ticks(row) for row in itls]
+    flat = np.concatenate(ticks) if ticks else np.zeros(0, dtype=np.int64)
     buffer = io.BytesIO()
     np.savez(
         buffer,
-        ttft_us=np.array([round((t or 0.0) * 1e6) for t in client["ttfts"]], dtype=np.int64),
-        itl_us=flat.astype(np.int32) if flat.size == 0 or flat.max() < 2**31 else flat,
-        itl_offsets=offsets,
+        format_version=np.int32(DETAIL_FORMAT),
+        itl_resolution_us=np.int32(ITL_RESOLUTION_US),
+        ttfts=np.array([t or 0.0 for t in client["ttfts"]], dtype=np.float64),
+        itl_ticks=flat.astype(np.int32),
+        itl_offsets=np.cumsum([0] + [len(row) for row in itls], dtype=np.int64),
         input_lens=np.array(client["input_lens"], dtype=np.int32),
         output_lens=np.array(client["output_lens"], dtype=np.int32),
         start_times=np.array(client["start_times"], dtype=np.float64),
-        errors=errors,
+        errors=np.array([e or "" for e in client["errors"]], dtype=np.str_),
     )
     return lzma.compress(buffer.getvalue(), preset=9)
 
 
 def unpack_detail(packed: bytes) -> dict[str, Any]:
-    """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them."""
+    """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them (ITLs to
+    the file's resolution). Also reads format 1 (no ``format_version``: ITLs and TTFTs as
+    integer microseconds), which runs made before format 2 have."""
     data = np.load(io.BytesIO(lzma.decompress(packed)))
     offsets = data["itl_offsets"]
-    itl = data["itl_us"] / 1e6
+    if "format_version" in data:
+        itl = data["itl_ticks"] * (int(data["itl_resolution_us"]) / 1e6)
+        ttfts = data["ttfts"]
+    else:
+        itl, ttfts = data["itl_us"] / 1e6, data["ttft_us"] / 1e6
     return {
-        "ttfts": (data["ttft_us"] / 1e6).tolist(),
+        "ttfts": ttfts.tolist(),
         "itls": [itl[offsets[i]:offsets[i + 1]].tolist() for i in range(len(offsets) - 1)],
         "input_lens": data["input_lens"].tolist(),
         "output_lens": data["output_lens"].tolist(),

@@ -37,7 +37,7 @@ and bench commands, scheduler, rate, workload, run index, and as structured valu
 count, the client processes, prompts and seed), ``host`` (load average and other vLLM servers on
 the host before and after the run, the lockstep partners, if any; the server's busiest processes
 in cores over the load window with their roles, each client's cores, and the GPU's utilization
-from nvidia-smi), ``frontend`` (the front-end check), ``client`` (what ``vllm bench serve`` saved,
+from NVML), ``frontend`` (the front-end check), ``client`` (what ``vllm bench serve`` saved,
 merged over its processes; the per-request arrays are in the binary file beside the result,
 ``<result stem>.requests.npz.xz``, named by ``detail_file``: ``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity;
 for this project's schedulers the recorder's counters for this run and its cumulative
@@ -64,6 +64,7 @@ module runs one API server whatever ``--api-server-count`` says).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -82,6 +83,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
 import psutil
@@ -232,31 +234,69 @@ def process_cpu_seconds(pid: int) -> float | None:
     return times.user + times.system
 
 
+def load_pynvml() -> ModuleType | None:
+    """NVML's Python bindings: ``pynvml`` from nvidia-ml-py (vLLM pulls it in through
+    flashinfer-python), else the copy vLLM carries in ``vllm/third_party``, loaded by its path so
+    that vLLM itself (14 s to import) is not: the offline kit leaves flashinfer, and with it
+    nvidia-ml-py, out. None when neither is there."""
+    try:
+        import pynvml
+        return pynvml
+    except ImportError:
+        vllm = importlib.util.find_spec("vllm")
+    path = Path(vllm.origin).parent / "third_party" / "pynvml.py" if vllm and vllm.origin else None
+    if path is None or not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("pynvml", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class GpuUtilSampler(PeriodicSampler):
-    """``utilization.gpu`` of the server's GPU from nvidia-smi (no CUDA context), every 0.5 s.
+    """``utilization.gpu`` of the server's GPU from NVML (no CUDA context), every 0.5 s.
 
     The share of time a kernel ran: with the server's GPU far from 100% at a saturating load,
     the limit is elsewhere (the front end, the scheduler). ``report`` averages the samples of a
     time window (``LoadWindow``: while load runs; the client's own start-up, about 20 s with
-    the GPU idle, would otherwise halve the figure). Absent nvidia-smi, it records nothing.
+    the GPU idle, would otherwise halve the figure). NVML in-process, not an nvidia-smi process
+    every 0.5 s: no fork and exec competing with the server for the host's cores. ``gpu_index``
+    is the physical index (``CUDA_VISIBLE_DEVICES``'s entry), which NVML numbers as nvidia-smi
+    does. Without NVML (no bindings, no driver: ``nvmlInit`` raises) it records nothing.
     """
 
     def __init__(self, gpu_index: str, interval_s: float = 0.5) -> None:
         super().__init__(interval_s)
         self.gpu_index = gpu_index
         self.samples: list[tuple[float, float]] = []
-        self.available = shutil.which("nvidia-smi") is not None
+        self.nvml = load_pynvml()
+        self.handle: Any = None
+
+    def __enter__(self) -> "GpuUtilSampler":
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlInit()
+                self.handle = self.nvml.nvmlDeviceGetHandleByIndex(int(self.gpu_index))
+            except self.nvml.NVMLError:  # no driver (nvmlInit), or no such GPU
+                self.handle = None
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        if self.handle is not None:
+            self.handle = None
+            self.nvml.nvmlShutdown()
 
     def sample(self) -> None:
-        if not self.available:
+        if self.handle is None:
             return
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu",
-                                  "--format=csv,noheader,nounits", "-i", self.gpu_index],
-                                 capture_output=True, text=True, timeout=5, check=True).stdout
-            self.samples.append((time.monotonic(), float(out.split()[0])))
-        except (OSError, subprocess.SubprocessError, IndexError, ValueError):
-            pass
+            busy = self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu
+        except self.nvml.NVMLError:
+            return
+        self.samples.append((time.monotonic(), float(busy)))
 
     def report(self, start: float | None = None, end: float | None = None) -> dict[str, Any] | None:
         """Mean and median of the samples taken in [start, end] (open ends: every sample);

@@ -251,7 +251,7 @@ def handout_front_end_facts(rows: pd.DataFrame) -> list[str]:
                      f"core {span_text(engine, 2)} while the load ran; each is one Python thread, so "
                      "the API server was at or near saturation"
                      + (f", while the GPU was busy {gpu.min():.0f}-{gpu.max():.0f}% of the time "
-                        "(nvidia-smi, load window only)" if not gpu.empty else "") + ".")
+                        "(utilization.gpu from nvidia-smi or NVML, load window only)" if not gpu.empty else "") + ".")
     handout = rows[(rows["api servers"] == 1) & (rows["clients"] == 1)]
     if not handout.empty and handout["lagged"].mean() > 0.5:
         facts.append("These runs used the handout's flags (one API server). They stay as the "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import lzma
 import math
 import os
 import re
@@ -11,15 +13,18 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from harness import results as layer
 import serve_bench as sb
-from lab_metrics import (detail_path, frontend_check, pack_detail, parse_slo, read_detail, slo_attainment,
-                         summarize, token_gap_completeness, unpack_detail, write_run)
+from lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
+                         read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
+                         write_run)
 
 
 def _detail() -> dict:
@@ -120,16 +125,52 @@ def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
         parse_slo("itl:50")
 
 
-def test_packed_detail_round_trips_to_the_microsecond():
+def _arrivals_error_s(got: list[float], want: list[float]) -> float:
+    """Largest gap, over a request's chunks, between the arrival times two ITL lists give."""
+    return float(np.abs(np.cumsum(got) - np.cumsum(want)).max()) if want else 0.0
+
+
+def test_packed_detail_round_trips_to_the_stated_resolution():
+    """TTFTs, start times, lengths and errors exactly; chunk arrivals to half of 50 us."""
     detail = _detail()
-    back = unpack_detail(pack_detail(detail))
-    assert back["errors"] == detail["errors"]
-    assert back["output_lens"] == detail["output_lens"]
-    assert back["start_times"] == detail["start_times"]
+    detail["itls"][5] = [0.0123456, 0.0000071, 0.0301119]  # off the 50 us grid
+    packed = pack_detail(detail)
+    stored = np.load(io.BytesIO(lzma.decompress(packed)))
+    assert int(stored["itl_resolution_us"]) == ITL_RESOLUTION_US == 50
+    assert int(stored["format_version"]) == DETAIL_FORMAT == 2
+    back = unpack_detail(packed)
+    for key in ("ttfts", "start_times", "input_lens", "output_lens", "errors"):
+        assert back[key] == detail[key]
+    assert [len(row) for row in back["itls"]] == [len(row) for row in detail["itls"]]
     for got, want in zip(back["itls"], detail["itls"]):
-        assert got == pytest.approx(want, abs=1e-6)
-    assert back["ttfts"] == pytest.approx(detail["ttfts"], abs=1e-6)
-    assert summarize(back, 0.1, 2.0) == summarize(detail, 0.1, 2.0)
+        assert _arrivals_error_s(got, want) <= 25e-6 + 1e-12
+    assert back["itls"][5] == pytest.approx([0.01235, 0.0, 0.0301])  # arrivals 12.35, 12.35, 42.45 ms
+    assert token_gap_completeness(back, list(range(10))) == token_gap_completeness(detail, list(range(10)))
+    assert summarize(back, 0.1, 2.0)["e2el_ms"] == pytest.approx(summarize(detail, 0.1, 2.0)["e2el_ms"])
+
+
+def test_a_long_request_does_not_drift():
+    """10,000 gaps off the grid: rounding each gap alone would drift by up to 10,000 x 25 us;
+    rounding the arrival times keeps every one, the last included, within 25 us."""
+    gaps = np.random.default_rng(0).uniform(0.001, 0.030, 10_000).tolist()
+    detail = {"ttfts": [0.5], "itls": [gaps], "input_lens": [8], "output_lens": [10_001],
+              "start_times": [0.0], "errors": [""]}
+    back = unpack_detail(pack_detail(detail))["itls"][0]
+    assert len(back) == 10_000
+    assert _arrivals_error_s(back, gaps) <= 25e-6 + 1e-9
+    per_gap = np.round(np.array(gaps) * 2e4) / 2e4
+    assert _arrivals_error_s(per_gap.tolist(), gaps) > 100e-6  # what the cumulative rounding avoids
+
+
+def test_format_1_arrays_still_read():
+    """Runs written before format 2 (ITLs and TTFTs as integer microseconds) read as before."""
+    buffer = io.BytesIO()
+    np.savez(buffer, ttft_us=np.array([100_000, 0]), itl_us=np.array([10_000, 20_001], dtype=np.int32),
+             itl_offsets=np.array([0, 2, 2]), input_lens=np.array([5, 5]), output_lens=np.array([3, 0]),
+             start_times=np.array([0.0, 1.0]), errors=np.array(["", "boom"]))
+    back = unpack_detail(lzma.compress(buffer.getvalue()))
+    assert back["ttfts"] == [0.1, 0.0] and back["itls"] == [[0.01, 0.020001], []]
+    assert back["errors"] == ["", "boom"] and back["output_lens"] == [3, 0]
 
 
 def test_a_run_is_written_with_its_arrays_beside_it(tmp_path):
@@ -277,11 +318,11 @@ def test_server_cpu_load_reads_a_busy_process_group():
 
 
 class _ScriptedGpu(sb.GpuUtilSampler):
-    """A GPU sampler that reads a given function of time instead of nvidia-smi."""
+    """A GPU sampler that reads a given function of time instead of NVML."""
 
     def __init__(self, busy: Callable[[], float]) -> None:
         super().__init__("0", interval_s=0.05)
-        self.available, self.busy = True, busy
+        self.busy = busy
 
     def sample(self) -> None:
         self.samples.append((time.monotonic(), self.busy()))
@@ -318,6 +359,20 @@ def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
     assert report["window"] == "load" and report["mean_pct"] >= 60
     unwindowed = gpu.report()  # what a client that never says "load starts" gets
     assert unwindowed["window"] == "client" and unwindowed["mean_pct"] <= 45
+
+
+def test_gpu_sampler_without_a_gpu_records_nothing(monkeypatch):
+    """Real NVML calls: on a host without an NVIDIA driver ``nvmlInit`` raises, and the sampler
+    records nothing, through nvidia-ml-py's bindings and through the copy vLLM carries."""
+    if Path("/dev/nvidiactl").exists():
+        pytest.skip("an NVIDIA driver is present")
+    for hide_nvidia_ml_py in (False, True):
+        if hide_nvidia_ml_py:
+            monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now fails
+        with sb.GpuUtilSampler("0", interval_s=0.02) as gpu:
+            time.sleep(0.1)
+        assert gpu.nvml is not None and hasattr(gpu.nvml, "nvmlInit")
+        assert gpu.handle is None and gpu.samples == [] and gpu.report() is None
 
 
 def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_path):
