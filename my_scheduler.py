@@ -24,6 +24,10 @@ Each class is ``StepRecorder`` (accounting) in front of a policy class. The reco
 policy's whole step, so what it measures is the real state after the step was planned, even
 when the policy hides part of the queues from vLLM while planning.
 
+Strategy settings (stall bound, SLO targets, SJF aging) come from ``vllm serve --additional-config
+'{"key": value}'``, read in each policy's ``__init__`` from ``vllm_config.additional_config``;
+``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which.
+
 Engine-side statistics: when the environment variable ``LAB3_SCHED_STATS`` names a file, the
 engine-core process writes the recorder's JSON there (atomically: a temporary file, then a
 rename) at most once a second while busy, whenever the engine runs out of requests, and at
