@@ -24,6 +24,10 @@ Each class is ``StepRecorder`` (accounting) in front of a policy class. The reco
 policy's whole step, so what it measures is the real state after the step was planned, even
 when the policy hides part of the queues from vLLM while planning.
 
+Strategy settings (stall bound, SLO targets, SJF aging) come from ``vllm serve --additional-config
+'{"key": value}'``, read in each policy's ``__init__`` from ``vllm_config.additional_config``;
+``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which.
+
 Engine-side statistics: when the environment variable ``LAB3_SCHED_STATS`` names a file, the
 engine-core process writes the recorder's JSON there (atomically: a temporary file, then a
 rename) at most once a second while busy, whenever the engine runs out of requests, and at
@@ -48,6 +52,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -59,20 +64,21 @@ logger = logging.getLogger(__name__)
 
 STATS_ENV = "LAB3_SCHED_STATS"
 STEP_LOG_ENV = "LAB3_STEP_LOG"
-SJF_AGING_ENV = "LAB3_SJF_AGING_TOKENS_PER_S"
-STALL_MS_ENV = "LAB3_MAX_DECODE_STALL_MS"
-PREFILL_RUN_ENV = "LAB3_MAX_PREFILL_STEPS_IN_ROW"
 DEFAULT_MAX_DECODE_STALL_MS = 30.0
-TTFT_SLO_ENV = "LAB3_TTFT_SLO_MS"
-TTFT_MARGIN_ENV = "LAB3_TTFT_MARGIN_MS"
-LATE_WAIT_ENV = "LAB3_MAX_LATE_WAIT_S"
 DEFAULT_TTFT_SLO_MS = 500.0
 DEFAULT_TTFT_MARGIN_MS = 100.0
 DEFAULT_MAX_LATE_WAIT_S = 10.0
-TPOT_SLO_ENV = "LAB3_TPOT_SLO_MS"
-TPOT_MARGIN_ENV = "LAB3_TPOT_MARGIN_MS"
 DEFAULT_TPOT_SLO_MS = 50.0
 DEFAULT_TPOT_MARGIN_MS = 10.0
+# Every strategy setting, by its key in ``vllm serve --additional-config`` (and the class attribute
+# of the same name that overrides it, e.g. in a test), with its default. Passing them as vLLM's own
+# config, not as environment variables, puts them in the recorded server command.
+SETTING_DEFAULTS: dict[str, float] = {
+    "aging_tokens_per_s": 0.0, "max_decode_stall_ms": DEFAULT_MAX_DECODE_STALL_MS,
+    "max_prefill_steps_in_row": 0.0, "ttft_slo_ms": DEFAULT_TTFT_SLO_MS,
+    "ttft_margin_ms": DEFAULT_TTFT_MARGIN_MS, "max_late_wait_s": DEFAULT_MAX_LATE_WAIT_S,
+    "tpot_slo_ms": DEFAULT_TPOT_SLO_MS, "tpot_margin_ms": DEFAULT_TPOT_MARGIN_MS,
+}
 STATS_FLUSH_INTERVAL_S = 1.0
 STATS_SCHEMA_VERSION = 2  # 2: strategy settings moved from "policy" to "policy_settings"
 
@@ -90,33 +96,33 @@ def kv_bytes_per_token(kv_cache_config: Any) -> int:
     return int(round(total))
 
 
-def setting_from_env(name: str, default: float, unit: str = "",
-                     override: float | None = None) -> float:
-    """A strategy's setting: ``override`` (a class attribute, e.g. set by a test) when not None,
-    else a non-negative number from the environment variable ``name``, or ``default`` when it
-    is unset; anything else fails loudly, naming the variable, before the engine serves."""
+def check_setting(key: str, value: Any) -> float:
+    """A strategy setting as a number >= 0; anything else fails loudly, naming the key, before
+    the engine serves (a typo in a sweep must not run a study with the default silently)."""
+    if key not in SETTING_DEFAULTS:
+        raise ValueError(f"unknown strategy setting {key!r}; known: {', '.join(SETTING_DEFAULTS)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+        raise ValueError(f"strategy setting {key} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def setting(scheduler: Any, key: str) -> float:
+    """A strategy's setting: the class attribute ``key`` when not None (set by a test), else
+    ``additional_config[key]`` of the engine's ``VllmConfig``, else the default. Other keys of
+    ``additional_config`` belong to vLLM or its platforms and are left alone."""
+    override = getattr(scheduler, key, None)
     if override is not None:
-        return override
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as err:
-        raise ValueError(f"{name} must be a number{unit}, got {raw!r}") from err
-    if value < 0 or math.isnan(value):
-        raise ValueError(f"{name} must be >= 0, got {raw!r}")
-    return value
+        return float(override)
+    given = (scheduler.vllm_config.additional_config or {}).get(key)
+    return SETTING_DEFAULTS[key] if given is None else check_setting(key, given)
 
 
-def target_and_margin(target: tuple[str, float, float | None],
-                      margin: tuple[str, float, float | None]) -> tuple[float, float]:
-    """An SLO target and the safety margin a strategy keeps below it, each given as
-    ``(environment variable, default, class override)``; the margin must leave something."""
-    target_ms = setting_from_env(target[0], target[1], override=target[2])
-    margin_ms = setting_from_env(margin[0], margin[1], override=margin[2])
+def target_and_margin(scheduler: Any, target: str, margin: str) -> tuple[float, float]:
+    """An SLO target and the safety margin a strategy keeps below it; the margin must leave
+    something."""
+    target_ms, margin_ms = setting(scheduler, target), setting(scheduler, margin)
     if margin_ms >= target_ms:
-        raise ValueError(f"{margin[0]} ({margin_ms:g} ms) must be below {target[0]} ({target_ms:g} ms)")
+        raise ValueError(f"{margin} ({margin_ms:g} ms) must be below {target} ({target_ms:g} ms)")
     return target_ms, margin_ms
 
 
@@ -444,10 +450,9 @@ class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
     prompts still progress in a guard step, and a decode waits at most about the bound plus one
     step.
 
-    Settings (class attributes win over the environment):
-    ``max_decode_stall_ms`` or ``LAB3_MAX_DECODE_STALL_MS`` (default 30 ms: with a mixed step of
-    about 15 ms on the H200 a token gap stays under about 50 ms); ``max_prefill_steps_in_row``
-    or ``LAB3_MAX_PREFILL_STEPS_IN_ROW`` (default 0: no step bound). A's seq-cap and livelock
+    Settings (``--additional-config`` keys; class attributes of the same name win):
+    ``max_decode_stall_ms`` (default 30 ms: with a mixed step of about 15 ms on the H200 a token
+    gap stays under about 50 ms); ``max_prefill_steps_in_row`` (default 0: no step bound). A's seq-cap and livelock
     guards are inherited unchanged. ``policy.stall_guard_steps`` counts the guard steps.
     """
 
@@ -457,9 +462,8 @@ class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        stall_ms = setting_from_env(STALL_MS_ENV, DEFAULT_MAX_DECODE_STALL_MS,
-                                    override=self.max_decode_stall_ms)
-        run_cap = int(setting_from_env(PREFILL_RUN_ENV, 0, override=self.max_prefill_steps_in_row))
+        stall_ms = setting(self, "max_decode_stall_ms")
+        run_cap = int(setting(self, "max_prefill_steps_in_row"))
         self._stall_limit_s = stall_ms / 1000.0
         self._prefill_run_cap = run_cap
         self._decodes_served_at = self.clock()
@@ -615,10 +619,9 @@ class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
     waited ``max_late_wait_s``. Nothing is dropped, and the seq cap, livelock and stall guards
     are C's (inherited unchanged).
 
-    Settings (class attributes win over the environment): ``ttft_slo_ms`` or
-    ``LAB3_TTFT_SLO_MS`` (default 500), ``ttft_margin_ms`` or ``LAB3_TTFT_MARGIN_MS`` (default
-    100: time left for the prefill itself and the first token's trip), ``max_late_wait_s`` or
-    ``LAB3_MAX_LATE_WAIT_S`` (default 10 s). ``wall_clock`` is the time arrival times are
+    Settings (``--additional-config`` keys; class attributes of the same name win):
+    ``ttft_slo_ms`` (default 500), ``ttft_margin_ms`` (default 100: time left for the prefill
+    itself and the first token's trip), ``max_late_wait_s`` (default 10 s). ``wall_clock`` is the time arrival times are
     compared with. Counters: ``admitted_on_time`` and ``admitted_late`` (new requests by their
     wait when first scheduled). vLLM's priority policy is not supported (the queue has one order).
     """
@@ -632,10 +635,8 @@ class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
         super().__init__(*args, **kwargs)
         if self.policy == SchedulingPolicy.PRIORITY:
             raise ValueError("the deadline-aware strategy supports --scheduling-policy fcfs only")
-        slo_ms, margin_ms = target_and_margin((TTFT_SLO_ENV, DEFAULT_TTFT_SLO_MS, self.ttft_slo_ms),
-                                              (TTFT_MARGIN_ENV, DEFAULT_TTFT_MARGIN_MS, self.ttft_margin_ms))
-        max_wait_s = setting_from_env(LATE_WAIT_ENV, DEFAULT_MAX_LATE_WAIT_S,
-                                      override=self.max_late_wait_s)
+        slo_ms, margin_ms = target_and_margin(self, "ttft_slo_ms", "ttft_margin_ms")
+        max_wait_s = setting(self, "max_late_wait_s")
         self._wait_budget_s = (slo_ms - margin_ms) / 1000.0
         self.waiting = DeadlineAwareQueue(self._wait_budget_s, max_wait_s, self.wall_clock)
         self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms,
@@ -689,9 +690,9 @@ class TpotPacedPrefillFirstPolicy(PrefillFirstPolicy):
     the request's ``max_tokens``: exact for the lab's ``--ignore-eos`` load; a request that ends
     early at EOS has a shorter horizon than assumed, so the guard is optimistic for it.
 
-    Settings (class attributes win over the environment): ``tpot_slo_ms`` or
-    ``LAB3_TPOT_SLO_MS`` (default 50; ``slo_study.sh`` passes its ``--slo``), ``tpot_margin_ms``
-    or ``LAB3_TPOT_MARGIN_MS`` (default 10). A's seq-cap and livelock guards are inherited.
+    Settings (``--additional-config`` keys; class attributes of the same name win):
+    ``tpot_slo_ms`` (default 50; ``slo_study.sh`` passes its ``--slo``), ``tpot_margin_ms``
+    (default 10). A's seq-cap and livelock guards are inherited.
     ``policy.pace_guard_steps`` counts the guard steps.
 
     Outcome on the H200 (``results/slo``, 2 runs per point): the guard fired only at 44 and 48
@@ -706,8 +707,7 @@ class TpotPacedPrefillFirstPolicy(PrefillFirstPolicy):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        slo_ms, margin_ms = target_and_margin((TPOT_SLO_ENV, DEFAULT_TPOT_SLO_MS, self.tpot_slo_ms),
-                                              (TPOT_MARGIN_ENV, DEFAULT_TPOT_MARGIN_MS, self.tpot_margin_ms))
+        slo_ms, margin_ms = target_and_margin(self, "tpot_slo_ms", "tpot_margin_ms")
         self._pace_s = (slo_ms - margin_ms) / 1000.0
         self._itl_s: float | None = None  # until a gap is measured, the target pace is assumed
         self._last_plan_at: float | None = None
@@ -834,16 +834,15 @@ class ShortestJobFirstPolicy(AsyncScheduler):
 
     The waiting queue is replaced by a ``ShortestJobFirstQueue``, so the order holds for every
     admission vLLM makes (also after preemption), under both the fcfs and priority policies,
-    with no per-step re-sort. Running requests are untouched. Aging is off unless
-    ``LAB3_SJF_AGING_TOKENS_PER_S`` is set (or ``aging_tokens_per_s`` is overridden).
+    with no per-step re-sort. Running requests are untouched. Aging is off unless the
+    ``--additional-config`` key ``aging_tokens_per_s`` (or the class attribute) sets it.
     """
 
     aging_tokens_per_s: float | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        aging = setting_from_env(SJF_AGING_ENV, 0.0, " of tokens per second",
-                                 override=self.aging_tokens_per_s)
+        aging = setting(self, "aging_tokens_per_s")
         self.waiting = ShortestJobFirstQueue(
             use_priority=self.policy == SchedulingPolicy.PRIORITY, aging_tokens_per_s=aging)
         self.policy_settings: dict[str, float] = {"aging_tokens_per_s": aging}
@@ -857,39 +856,76 @@ class KVPeakRecorder(StepRecorder, AsyncScheduler):
     """vLLM's own policy, with step accounting: Task 1 measures the real KV-cache peak with it."""
 
 
-STRATEGIES: dict[str, str] = {
-    "default": "",
-    "kv-recorder": "my_scheduler.KVPeakRecorder",
-    "prefill-first": "my_scheduler.StepExclusivePrefillFirstScheduler",
-    "sjf": "my_scheduler.SJFScheduler",
-    "slo": "my_scheduler.StallBoundedPrefillFirstScheduler",
-    "deadline": "my_scheduler.DeadlineAwareScheduler",
-    "paced": "my_scheduler.TpotPacedPrefillFirstScheduler",
-}
+@dataclass(frozen=True)
+class Strategy:
+    """One entry of the registry: every other file (harness, sweep, tables, report) reads names,
+    letters and labels from here, so a strategy is added or renamed in one place."""
+
+    name: str  # the short name sweeps and result files use
+    letter: str  # the handout's letter ("" for vLLM's default and the Task 1 recorder)
+    cls: type | None  # None: vLLM's own scheduler
+    label: str  # how tables and figures name it
+    settings: tuple[str, ...] = ()  # the --additional-config keys it reads
+
+    @property
+    def scheduler_cls(self) -> str:
+        """The ``--scheduler-cls`` value (``""``: vLLM's default, no flag)."""
+        return f"my_scheduler.{self.cls.__name__}" if self.cls else ""
+
+
+_STALL = ("max_decode_stall_ms", "max_prefill_steps_in_row")
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("default", "", None, "vLLM V1 default"),
+    Strategy("prefill-first", "A", StepExclusivePrefillFirstScheduler, "Strategy A: prefill-first"),
+    Strategy("sjf", "B1", SJFScheduler, "Strategy B1: SJF", ("aging_tokens_per_s",)),
+    Strategy("stall-bounded", "C", StallBoundedPrefillFirstScheduler,
+             "Strategy C: stall-bounded prefill-first", _STALL),
+    Strategy("deadline", "D", DeadlineAwareScheduler, "Strategy D: deadline-aware (C + on-time first)",
+             _STALL + ("ttft_slo_ms", "ttft_margin_ms", "max_late_wait_s")),
+    Strategy("paced", "E", TpotPacedPrefillFirstScheduler, "Strategy E: TPOT-paced prefill-first",
+             ("tpot_slo_ms", "tpot_margin_ms")),
+    Strategy("kv-recorder", "", KVPeakRecorder, "vLLM V1 default with step accounting (Task 1)"),
+)}
+# Names that committed results use for a strategy since renamed: readers of results/ map them;
+# no sweep or harness accepts them. "slo" was Strategy C (results/slo_1gpu, results/slo_pilot).
+FORMER_NAMES = {"slo": "stall-bounded"}
+
+
+def strategy(name: str) -> Strategy:
+    """The registry entry of a short name or a ``my_scheduler.Class`` path.
+
+    Raises ``ValueError`` naming the choices otherwise, so a typo fails here, before a server
+    spends a minute starting.
+    """
+    for entry in STRATEGIES.values():
+        if name in (entry.name, entry.scheduler_cls or entry.name):
+            return entry
+    raise ValueError(f"unknown scheduler {name!r}; choose one of: "
+                     + ", ".join(list(STRATEGIES) + [e.scheduler_cls for e in STRATEGIES.values() if e.cls]))
 
 
 def resolve_strategy(name: str) -> str:
-    """Map a short name or a ``my_scheduler.Class`` path to the ``--scheduler-cls`` value.
+    """The ``--scheduler-cls`` value of a short name or class path (``""``: vLLM's default)."""
+    return strategy(name).scheduler_cls
 
-    Returns ``""`` for vLLM's default. Raises ``ValueError`` naming the choices otherwise, so a
-    typo fails here, before a server spends a minute starting.
-    """
-    if name in STRATEGIES:
-        return STRATEGIES[name]
-    module, _, cls_name = name.rpartition(".")
-    if module == __name__ or module == "my_scheduler":
-        cls = globals().get(cls_name)
-        if isinstance(cls, type) and issubclass(cls, AsyncScheduler):
-            return f"my_scheduler.{cls_name}"
-    choices = ", ".join(list(STRATEGIES) + [p for p in STRATEGIES.values() if p])
-    raise ValueError(f"unknown scheduler {name!r}; choose one of: {choices}")
+
+def check_settings(name: str, settings: dict[str, Any]) -> dict[str, float]:
+    """``settings`` for strategy ``name``, checked: every key is one the strategy reads and every
+    value a number >= 0 (a setting it would ignore is a mistake in the sweep, not a no-op)."""
+    entry = strategy(name)
+    for key in settings:
+        if key not in entry.settings:
+            raise ValueError(f"strategy {entry.name!r} takes no setting {key!r}"
+                             + (f" (it takes: {', '.join(entry.settings)})" if entry.settings else ""))
+    return {key: check_setting(key, value) for key, value in settings.items()}
 
 
 def main(argv: list[str]) -> int:
     """``--list`` prints the strategies; ``--resolve NAME`` prints the class path or fails."""
     if argv[:1] == ["--list"]:
-        for short, path in STRATEGIES.items():
-            print(f"{short}\t{path or '(vLLM default)'}")
+        for entry in STRATEGIES.values():
+            print(f"{entry.name}\t{entry.letter or '-'}\t{entry.scheduler_cls or '(vLLM default)'}"
+                  f"\t{entry.label}\t{' '.join(entry.settings)}")
         return 0
     if len(argv) == 2 and argv[0] == "--resolve":
         try:

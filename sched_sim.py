@@ -76,6 +76,7 @@ class SimConfig:
     max_model_len: int = 4096
     enable_prefix_caching: bool = False
     policy: str = "fcfs"
+    additional_config: dict[str, Any] = field(default_factory=dict)  # strategy settings, as vllm serve gets them
 
 
 def make_scheduler(cls: type = AsyncScheduler, config: SimConfig | None = None) -> AsyncScheduler:
@@ -96,7 +97,8 @@ def make_scheduler(cls: type = AsyncScheduler, config: SimConfig | None = None) 
                                enable_prefix_caching=cfg.enable_prefix_caching)
     cache_config.num_gpu_blocks = cfg.num_blocks
     vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config,
-                             cache_config=cache_config, device_config=DeviceConfig(device="cpu"))
+                             cache_config=cache_config, device_config=DeviceConfig(device="cpu"),
+                             additional_config=dict(cfg.additional_config))
     spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=SIM_KV_HEADS,
                              head_size=SIM_HEAD_SIZE, dtype=torch.float32)
     kv_cache_config = KVCacheConfig(num_blocks=cfg.num_blocks, kv_cache_tensors=[],

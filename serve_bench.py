@@ -33,7 +33,8 @@ running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark cl
 stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
 
 Result file schema (``schema_version`` 4): ``meta`` (provenance), ``config`` (every knob: server
-and bench commands, scheduler, rate, workload, run index, and as structured values the API-server
+and bench commands, scheduler and its settings (``strategy_settings``, given to the server with
+``--additional-config``), rate, workload, run index, and as structured values the API-server
 count, the client processes, prompts and seed), ``host`` (load average and other vLLM servers on
 the host before and after the run, the lockstep partners, if any; the server's busiest processes
 in cores over the load window with their roles, each client's cores, and the GPU's utilization
@@ -676,6 +677,8 @@ def build_server_command(args: argparse.Namespace, model: str, port: int, schedu
         command += ["--scheduler-cls", scheduler_cls]
     if args.api_servers != 1:
         command += ["--api-server-count", str(args.api_servers)]
+    if args.additional_config:
+        command += ["--additional-config", json.dumps(args.additional_config, sort_keys=True)]
     return command + shlex.split(args.server_args)
 
 
@@ -850,6 +853,7 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
             "task": args.task, "tag": args.tag, "workload": spec.load.name or args.workload,
             "rate": rate_label(spec.rate),
             "run": spec.run, "scheduler": args.scheduler, "scheduler_cls": scheduler_cls or None,
+            "strategy_settings": strategy_settings(args.scheduler, args.additional_config),
             "api_server_count": args.api_servers, "client_processes": spec.clients,
             "num_prompts": args.num_prompts, "seed": args.seed,
             "server_command": shlex.join(server.command), "bench_command": shlex.join(bench_cmds[0]),
@@ -915,12 +919,21 @@ def run_config(args: argparse.Namespace) -> int:
             barrier.leave()
 
 
+def strategy_settings(name: str, given: dict[str, float]) -> dict[str, float]:
+    """Every setting the strategy reads, as it runs: the ones given, else the defaults."""
+    from my_scheduler import SETTING_DEFAULTS, strategy
+
+    return {key: given.get(key, SETTING_DEFAULTS[key]) for key in strategy(name).settings}
+
+
 def checked_scheduler_cls(args: argparse.Namespace) -> str:
-    """The ``--scheduler-cls`` value; fails on an unknown strategy or a busy ``--port``."""
-    from my_scheduler import resolve_strategy
+    """The ``--scheduler-cls`` value; fails on an unknown strategy, a setting it does not take,
+    or a busy ``--port``."""
+    from my_scheduler import check_settings, resolve_strategy
 
     try:
         scheduler_cls = resolve_strategy(args.scheduler)
+        args.additional_config = check_settings(args.scheduler, args.additional_config)
     except ValueError as err:
         raise HarnessError(str(err)) from err
     if args.port and port_is_busy(args.port):
@@ -1055,6 +1068,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dummy-weights", action="store_true")
     parser.add_argument("--scheduler", default="default",
                         help="short name or my_scheduler.Class (python my_scheduler.py --list)")
+    parser.add_argument("--additional-config", type=json.loads, default={}, metavar="JSON",
+                        help="the strategy's settings, e.g. '{\"max_decode_stall_ms\": 15}' "
+                             "(passed to vllm serve --additional-config; keys: my_scheduler.py --list)")
     parser.add_argument("--server-args", default="", help="extra vllm serve flags, one string")
     parser.add_argument("--bench-args", default="", help="extra vllm bench serve flags, one string")
     parser.add_argument("--workload", default="", help="label of the load, stored in each result")
@@ -1094,6 +1110,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                       else [Load("", parse_rates(args.rates))])
     except ValueError as err:
         parser.error(str(err))
+    if not isinstance(args.additional_config, dict):
+        parser.error("--additional-config must be a JSON object")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.api_servers < 1:

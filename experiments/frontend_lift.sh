@@ -70,7 +70,8 @@ main() {
     say "3/5: skipped ($api API servers kept up)"
   fi
   local stress
-  stress="$(source "$ROOT/sweep_lib.sh" && capacity_rate "$RESULTS/task2_api-$api" mnbt-2048 0.9 48)"
+  stress="$(PYTHONPATH="$ROOT" "$(lab_python)" -c 'import sys, sweep
+print(sweep.stress_rate(sweep.Path(sys.argv[1]), 256))' "$RESULTS/task3_api-$api")"
   say "4/5: Task 2 at budget 2048 with $api API servers: rate 16 and near saturation"
   bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates 16 \
     --near-saturation 0.9 --api-servers "$api" --out-dir "$RESULTS/task2_api-$api"

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment
+from my_scheduler import FORMER_NAMES, STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 2**20
@@ -40,10 +41,7 @@ CORES = (API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL)
 WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with one chunk per token
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
 VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
-STRATEGY_LABELS = {"default": "vLLM V1 default", "prefill-first": "Strategy A: prefill-first",
-                   "sjf": "Strategy B1: SJF", "slo": "Strategy C: stall-bounded prefill-first",
-                   "deadline": "Strategy D: deadline-aware (C + on-time first)",
-                   "paced": "Strategy E: TPOT-paced prefill-first"}
+STRATEGY_LABELS = {name: entry.label for name, entry in STRATEGIES.items()}  # the registry's order
 SLO_TITLES = {"slo": "SLO study (default, A and E, 2 runs per point)",
               "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
               "slo_pilot": "SLO pilot study (beside another server, not in lockstep)"}
@@ -241,7 +239,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             **dict(zip(("api servers", "clients"), run.served_by)),
-            "strategy": cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"],
+            "strategy": current_name(cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"]),
             "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
             BUDGET: int(budget) if budget else None,
             **{col: summary[key][pct] for col, (key, pct) in METRICS.items()},
@@ -285,8 +283,17 @@ def _sort_key(column: pd.Series) -> pd.Series:
     return column.map(_strategy_order) if column.name == "strategy" else column
 
 
+def current_name(tag: str) -> str:
+    """A strategy name or ``NAME-MSms`` tag as the registry spells it now: committed results
+    keep the names they were run under (``slo`` for Strategy C in results/slo_1gpu, slo_pilot)."""
+    name, bound = re.fullmatch(r"(.+?)((?:-\d+(?:\.\d+)?ms)?)", tag).groups()
+    return FORMER_NAMES.get(name, name) + bound
+
+
 def strategy_label(tag: str) -> str:
-    """``slo-15ms`` (``slo_study.sh``'s ``slo@15``) -> Strategy C's label with its stall bound."""
+    """``stall-bounded-15ms`` (``slo_study.sh``'s ``stall-bounded@15``) -> Strategy C's label
+    with its stall bound."""
+    tag = current_name(tag)
     match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
     if match and match.group(1) in STRATEGY_LABELS:
         return f"{STRATEGY_LABELS[match.group(1)]} (stall bound {match.group(2)} ms)"

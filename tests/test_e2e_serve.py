@@ -165,14 +165,14 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     out_dir = tmp_path / "results" / "task3"
     proc = subprocess.run(
         ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "varlen",
-         "--strategies", "default prefill-first sjf slo",
+         "--strategies", "default prefill-first sjf stall-bounded",
          "--stress-rate", "inf", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
          "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = {s: json.loads((out_dir / f"{s}_varlen-0.9_rate-inf_run-1.json").read_text())
-            for s in ("default", "prefill-first", "sjf", "slo")}
+            for s in ("default", "prefill-first", "sjf", "stall-bounded")}
     assert runs["default"]["config"]["scheduler_cls"] is None
     assert "--scheduler-cls my_scheduler.SJFScheduler" in runs["sjf"]["config"]["server_command"]
     for data in runs.values():
@@ -183,7 +183,10 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     assert counts["steps"]["prefill_only"] > 0 and counts["steps"]["decode_only"] > 0
     assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"]
     assert runs["default"]["engine"]["scheduler_counts_this_run"] is None  # vLLM's own class
-    counts = runs["slo"]["engine"]["scheduler_counts_this_run"]
+    assert runs["stall-bounded"]["config"]["strategy_settings"] == {
+        "max_decode_stall_ms": 30.0, "max_prefill_steps_in_row": 0.0}  # the defaults, none passed
+    assert "--additional-config" not in runs["stall-bounded"]["config"]["server_command"]
+    counts = runs["stall-bounded"]["engine"]["scheduler_counts_this_run"]
     assert counts["policy_settings"]["max_decode_stall_ms"] == 30.0
     assert counts["steps"]["prefill_only"] > 0
     assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"] + counts["policy"]["stall_guard_steps"]
@@ -209,20 +212,22 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
 
 
 def test_slo_study_runs_a_stall_bound_variant_and_strategies_d_and_e_and_reports_goodput(cpu_env, tmp_path):
-    """`slo@1` starts Strategy C with a 1 ms stall bound (every CPU step is slower, so the guard
-    must fire); `deadline` starts Strategy D, which gets the study's TTFT target, and `paced`
-    Strategy E, which gets its TPOT target; the SLO reaches `vllm bench serve --goodput`, and
-    the tables get the SLO section."""
+    """`stall-bounded@1` starts Strategy C with a 1 ms stall bound (every CPU step is slower, so
+    the guard must fire); `deadline` starts Strategy D, which gets the study's TTFT target, and
+    `paced` Strategy E, which gets its TPOT target, each through `--additional-config`; the SLO
+    reaches `vllm bench serve --goodput`, and the tables get the SLO section."""
     out_dir = tmp_path / "results" / "slo"
     proc = subprocess.run(
         ["bash", str(ROOT / "slo_study.sh"), "--model", TINY, "--dummy-weights",
-         "--strategies", "slo@1 deadline paced", "--slo", "ttft:800 tpot:60", "--runs", "1",
+         "--strategies", "stall-bounded@1 deadline paced", "--slo", "ttft:800 tpot:60", "--runs", "1",
          "--rates", "50", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
          "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((out_dir / "slo-1ms_fixed_rate-50_run-1.json").read_text())
+    data = json.loads((out_dir / "stall-bounded-1ms_fixed_rate-50_run-1.json").read_text())
+    assert "--additional-config '{\"max_decode_stall_ms\": 1.0}'" in data["config"]["server_command"]
+    assert data["config"]["strategy_settings"] == {"max_decode_stall_ms": 1.0, "max_prefill_steps_in_row": 0.0}
     assert data["config"]["goodput"] == "ttft:800 tpot:60"
     assert "--goodput ttft:800 tpot:60" in data["config"]["bench_command"]
     assert data["client"]["completed"] == 12
@@ -233,6 +238,7 @@ def test_slo_study_runs_a_stall_bound_variant_and_strategies_d_and_e_and_reports
     assert deadline["client"]["completed"] == 12 and deadline["summary"]["num_failed"] == 0
     counts = deadline["engine"]["scheduler_counts_this_run"]
     assert counts["policy_settings"]["ttft_slo_ms"] == 800.0
+    assert deadline["config"]["strategy_settings"]["ttft_slo_ms"] == 800.0
     assert counts["policy"]["admitted_on_time"] + counts["policy"]["admitted_late"] == 12
     paced = json.loads((out_dir / "paced_fixed_rate-50_run-1.json").read_text())
     assert paced["client"]["completed"] == 12 and paced["summary"]["num_failed"] == 0

@@ -152,3 +152,15 @@ def test_slo_attainment_matches_an_independent_computation():
         good = sum(not detail["errors"][i] and detail["ttfts"][i] <= 0.5
                    and 1e3 * sum(detail["itls"][i]) / (detail["output_lens"][i] - 1) <= 50 for i in kept)
         assert attainment == pytest.approx(good / len(kept))
+
+
+def test_runs_under_strategy_c_s_former_name_read_as_its_current_name():
+    """results/slo_1gpu ran Strategy C as "slo" (the SLO study's own name since); its rows and
+    labels are Strategy C's, like a run made under the new name."""
+    runs = layer.load_runs(RESULTS / "slo_1gpu")
+    assert "slo" in {run.config["scheduler"] for run in runs}
+    strategies = set(layer.run_rows(runs)["strategy"])
+    assert "stall-bounded" in strategies and "slo" not in strategies
+    label = "Strategy C: stall-bounded prefill-first"
+    assert layer.strategy_label("slo") == layer.strategy_label("stall-bounded") == label
+    assert layer.strategy_label("slo-15ms") == f"{label} (stall bound 15 ms)"

@@ -248,14 +248,14 @@ def test_strategies_c_d_and_e_keep_the_seq_cap_and_never_livelock(cls):
     assert done == ids and not sched.has_unfinished_requests()
 
 
-def test_stall_bound_settings_come_from_the_environment(monkeypatch):
-    monkeypatch.setenv(ms.STALL_MS_ENV, "15")
-    monkeypatch.setenv(ms.PREFILL_RUN_ENV, "4")
-    policy = make_scheduler(ms.StallBoundedPrefillFirstScheduler, SimConfig()).stats_dict()["policy_settings"]
+def test_stall_bound_settings_come_from_additional_config():
+    config = SimConfig(additional_config={"max_decode_stall_ms": 15, "max_prefill_steps_in_row": 4,
+                                          "gdn_prefill_backend": "x"})  # vLLM's own keys are left alone
+    policy = make_scheduler(ms.StallBoundedPrefillFirstScheduler, config).stats_dict()["policy_settings"]
     assert policy["max_decode_stall_ms"] == 15.0 and policy["max_prefill_steps_in_row"] == 4
-    monkeypatch.setenv(ms.STALL_MS_ENV, "soon")
-    with pytest.raises(ValueError, match=ms.STALL_MS_ENV):
-        make_scheduler(ms.StallBoundedPrefillFirstScheduler, SimConfig())
+    with pytest.raises(ValueError, match="max_decode_stall_ms"):
+        make_scheduler(ms.StallBoundedPrefillFirstScheduler,
+                       SimConfig(additional_config={"max_decode_stall_ms": "soon"}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,17 +359,15 @@ def test_deadline_strategy_admits_the_on_time_request_first_and_counts_both():
     assert sched.policy_stats["admitted_late"] == 1
 
 
-def test_deadline_settings_come_from_the_environment_and_are_checked(monkeypatch):
-    monkeypatch.setenv(ms.TTFT_SLO_ENV, "800")
-    monkeypatch.setenv(ms.TTFT_MARGIN_ENV, "150")
-    settings = make_scheduler(ms.DeadlineAwareScheduler, SimConfig()).stats_dict()["policy_settings"]
+def test_deadline_settings_come_from_additional_config_and_are_checked():
+    given = {"ttft_slo_ms": 800, "ttft_margin_ms": 150}
+    settings = make_scheduler(ms.DeadlineAwareScheduler,
+                              SimConfig(additional_config=given)).stats_dict()["policy_settings"]
     assert settings["ttft_slo_ms"] == 800.0 and settings["ttft_margin_ms"] == 150.0
     assert settings["max_late_wait_s"] == ms.DEFAULT_MAX_LATE_WAIT_S
     assert settings["max_decode_stall_ms"] == ms.DEFAULT_MAX_DECODE_STALL_MS  # C's guard is on
-    monkeypatch.setenv(ms.TTFT_MARGIN_ENV, "900")
-    with pytest.raises(ValueError, match=ms.TTFT_MARGIN_ENV):
-        make_scheduler(ms.DeadlineAwareScheduler, SimConfig())
-    monkeypatch.delenv(ms.TTFT_MARGIN_ENV)
+    with pytest.raises(ValueError, match="ttft_margin_ms"):
+        make_scheduler(ms.DeadlineAwareScheduler, SimConfig(additional_config={**given, "ttft_margin_ms": 900}))
     with pytest.raises(ValueError, match="fcfs"):
         make_scheduler(ms.DeadlineAwareScheduler, SimConfig(policy="priority"))
 
@@ -419,14 +417,14 @@ def test_paced_strategy_is_strategy_a_while_the_slack_lasts():
     assert sched.policy_stats["pace_guard_steps"] == 0
 
 
-def test_paced_settings_come_from_the_environment_and_are_checked(monkeypatch):
-    monkeypatch.setenv(ms.TPOT_SLO_ENV, "80")
-    monkeypatch.setenv(ms.TPOT_MARGIN_ENV, "20")
-    settings = make_scheduler(ms.TpotPacedPrefillFirstScheduler, SimConfig()).stats_dict()["policy_settings"]
+def test_paced_settings_come_from_additional_config_and_are_checked():
+    given = {"tpot_slo_ms": 80, "tpot_margin_ms": 20}
+    settings = make_scheduler(ms.TpotPacedPrefillFirstScheduler,
+                              SimConfig(additional_config=given)).stats_dict()["policy_settings"]
     assert settings == {"tpot_slo_ms": 80.0, "tpot_margin_ms": 20.0}
-    monkeypatch.setenv(ms.TPOT_MARGIN_ENV, "80")
-    with pytest.raises(ValueError, match=ms.TPOT_MARGIN_ENV):
-        make_scheduler(ms.TpotPacedPrefillFirstScheduler, SimConfig())
+    with pytest.raises(ValueError, match="tpot_margin_ms"):
+        make_scheduler(ms.TpotPacedPrefillFirstScheduler,
+                       SimConfig(additional_config={**given, "tpot_margin_ms": 80}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,13 +492,11 @@ def test_sjf_aging_bounds_the_wait_of_a_long_prompt():
     assert waited is not None and waited <= 22
 
 
-def test_sjf_aging_rate_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv(ms.SJF_AGING_ENV, "250")
-    sched = make_scheduler(ms.SJFScheduler, SimConfig())
+def test_sjf_aging_rate_comes_from_additional_config():
+    sched = make_scheduler(ms.SJFScheduler, SimConfig(additional_config={"aging_tokens_per_s": 250}))
     assert sched.stats_dict()["policy_settings"]["aging_tokens_per_s"] == 250.0
-    monkeypatch.setenv(ms.SJF_AGING_ENV, "fast")
-    with pytest.raises(ValueError, match=ms.SJF_AGING_ENV):
-        make_scheduler(ms.SJFScheduler, SimConfig())
+    with pytest.raises(ValueError, match="aging_tokens_per_s"):
+        make_scheduler(ms.SJFScheduler, SimConfig(additional_config={"aging_tokens_per_s": "fast"}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,8 +552,21 @@ def test_strategy_names_resolve_and_typos_fail_early():
     assert ms.resolve_strategy("default") == ""
     assert ms.resolve_strategy("prefill-first") == "my_scheduler.StepExclusivePrefillFirstScheduler"
     assert ms.resolve_strategy("my_scheduler.SJFScheduler") == "my_scheduler.SJFScheduler"
-    assert ms.resolve_strategy("slo") == "my_scheduler.StallBoundedPrefillFirstScheduler"
+    assert ms.resolve_strategy("stall-bounded") == "my_scheduler.StallBoundedPrefillFirstScheduler"
+    with pytest.raises(ValueError, match="unknown scheduler 'slo'"):  # the SLO study's name, not C's
+        ms.resolve_strategy("slo")
     with pytest.raises(ValueError, match="unknown scheduler 'my_scheduler.SJF'"):
         ms.resolve_strategy("my_scheduler.SJF")
     with pytest.raises(ValueError, match="unknown scheduler"):
         ms.resolve_strategy("my_scheduler.ShortestJobFirstQueue")
+
+
+def test_the_registry_orders_strategies_by_letter_and_checks_their_settings():
+    lettered = [s.letter for s in ms.STRATEGIES.values() if s.letter]
+    assert lettered == ["A", "B1", "C", "D", "E"]
+    assert ms.strategy("my_scheduler.SJFScheduler").name == "sjf"
+    assert ms.check_settings("paced", {"tpot_slo_ms": 60}) == {"tpot_slo_ms": 60.0}
+    with pytest.raises(ValueError, match="takes no setting 'tpot_slo_ms'"):
+        ms.check_settings("deadline", {"tpot_slo_ms": 60})
+    with pytest.raises(ValueError, match="must be a number >= 0"):
+        ms.check_settings("stall-bounded", {"max_decode_stall_ms": -1})

@@ -1,0 +1,514 @@
+"""The lab's sweeps: one ``serve_bench.py`` per server configuration, one lane per GPU.
+
+    python sweep.py task2 --offline                    # max_num_batched_tokens 512..8192
+    python sweep.py task3 --offline                    # default, Strategy A, SJF
+    python sweep.py slo --offline                      # SLO attainment and goodput vs rate
+    python sweep.py task2 --values "1024 4096" --rates 16 --runs 1 --dry-run
+
+``task2.sh``, ``task3.sh`` and ``slo_study.sh`` run these subcommands; ``--help`` of each lists
+its flags, and every flag's default can be set by the environment variable in brackets.
+
+A configuration is one server (``serve_bench.py`` starts it, runs every load on it and always
+stops it); a run whose result file exists is skipped there, so an interrupted sweep resumes.
+With ``--gpus "0 1"`` configurations run one per GPU at once, in waves, and the runs of a wave
+start together (lockstep, ``serve_bench.py --sync-dir``): servers on one host share its CPUs,
+and a front end measured next to a busy neighbour is slower, so configurations compared within
+a wave saw the same neighbour. ``LOCKSTEP=0`` turns that off. Ctrl-C or SIGTERM is passed on to
+every running harness, which stops its server; finished runs are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
+FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
+SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
+SLO_SETTINGS = {"ttft": "ttft_slo_ms", "tpot": "tpot_slo_ms"}  # the strategies that aim at them
+
+
+def words(text: str) -> list[str]:
+    """A list flag's items, separated by spaces or commas (``"0 1"``, ``16,inf``)."""
+    return [w for w in re.split(r"[\s,]+", text) if w]
+
+
+def rate(text: str) -> str:
+    """A request rate as ``vllm bench serve`` takes it: a positive number or ``inf``."""
+    if text != "inf":
+        try:
+            if not float(text) > 0:
+                raise ValueError
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a request rate (a number > 0 or inf)") from None
+    return text
+
+
+def listed(item_type: Any) -> Any:
+    """An argparse type: a list of ``item_type`` items (``words``), at least one."""
+    def parse(text: str) -> list[Any]:
+        items = [item_type(w) for w in words(text)]
+        if not items:
+            raise argparse.ArgumentTypeError("expected at least one value")
+        return items
+    return parse
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def gpu_index(text: str) -> str:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device index")
+    return text
+
+
+def env(name: str, default: str) -> str:
+    """A flag's default: the environment variable ``name``, else ``default``; argparse applies
+    the flag's type to it, so a bad value in the environment fails like a bad flag."""
+    return os.environ.get(name, default)
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments
+# --------------------------------------------------------------------------------------------
+@dataclass
+class SweepArgs:
+    """The flags every sweep takes: model, the handout's load and server settings, front end,
+    lanes, and what to do with done runs."""
+
+    model: str
+    dummy_weights: bool
+    runs: int
+    num_prompts: int
+    input_len: int
+    output_len: int
+    seed: int
+    max_num_seqs: int
+    gpu_memory_utilization: float
+    server_extra: list[str]
+    api_servers: int
+    clients: list[int]
+    out_dir: Path
+    gpus: list[str]
+    force: bool
+    dry_run: bool
+    plot: bool
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser, runs: int, num_prompts: int, out_dir: str) -> None:
+        add = parser.add_argument
+        add("--model", default=env("MODEL", "Qwen/Qwen3-0.6B"), help="[MODEL]")
+        add("--dummy-weights", action="store_true", default=env("DUMMY_WEIGHTS", "0") == "1",
+            help="random weights of the real shapes [DUMMY_WEIGHTS=1]")
+        add("--offline", action="store_true", help="models/qwen3-0.6b with dummy weights")
+        add("--runs", type=positive_int, default=env("RUNS", str(runs)), help=f"[RUNS] ({runs})")
+        add("--num-prompts", type=positive_int, default=env("NUM_PROMPTS", str(num_prompts)),
+            help=f"[NUM_PROMPTS] ({num_prompts})")
+        add("--input-len", type=positive_int, default=env("INPUT_LEN", "1024"), help="[INPUT_LEN]")
+        add("--output-len", type=positive_int, default=env("OUTPUT_LEN", "256"), help="[OUTPUT_LEN]")
+        add("--seed", type=int, default=env("SEED", "42"), help="[SEED]")
+        add("--max-num-seqs", type=positive_int, default=env("MAX_NUM_SEQS", "256"), help="[MAX_NUM_SEQS]")
+        add("--gpu-memory-utilization", type=float, default=env("GPU_MEMORY_UTILIZATION", "0.9"),
+            help="[GPU_MEMORY_UTILIZATION]")
+        add("--server-extra", type=str.split, default=env("SERVER_EXTRA", ""),
+            help='extra vllm serve flags, e.g. "--enforce-eager" [SERVER_EXTRA]')
+        add("--api-servers", type=positive_int, default=env("API_SERVERS", "1"),
+            help="API-server processes (vllm serve --api-server-count); one lags near a 0.6B "
+                 "model's capacity [API_SERVERS]")
+        add("--clients", type=listed(positive_int), default=env("CLIENTS", "1"),
+            help='client processes each load is split over ("1,2": both) [CLIENTS]')
+        add("--out-dir", type=Path, default=env("OUT_DIR", str(ROOT / out_dir)), help=f"[OUT_DIR] ({out_dir})")
+        add("--gpus", type=listed(gpu_index), default=env("GPUS", "") or None,
+            help='run one configuration per listed GPU at once, e.g. "0 1" [GPUS]')
+        add("--force", action="store_true", help="redo runs whose results exist")
+        add("--dry-run", action="store_true", help="print every command, run nothing")
+        add("--no-plot", action="store_true", help="do not regenerate tables and figures")
+
+    @classmethod
+    def from_cli_args(cls, ns: argparse.Namespace) -> SweepArgs:
+        offline = ns.offline
+        return cls(model=str(ROOT / "models" / "qwen3-0.6b") if offline else ns.model,
+                   dummy_weights=ns.dummy_weights or offline, runs=ns.runs, num_prompts=ns.num_prompts,
+                   input_len=ns.input_len, output_len=ns.output_len, seed=ns.seed,
+                   max_num_seqs=ns.max_num_seqs, gpu_memory_utilization=ns.gpu_memory_utilization,
+                   server_extra=ns.server_extra, api_servers=ns.api_servers, clients=ns.clients,
+                   out_dir=ns.out_dir, gpus=ns.gpus or [], force=ns.force, dry_run=ns.dry_run,
+                   plot=not (ns.no_plot or ns.dry_run))
+
+
+@dataclass
+class Load:
+    """A named workload of one configuration: its rates and the client flags that shape it."""
+
+    name: str
+    rates: list[str]
+    bench_flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Config:
+    """One server configuration: what ``serve_bench.py`` gets."""
+
+    task: str
+    tag: str
+    budget: int
+    loads: list[Load]
+    scheduler: str = "default"
+    settings: dict[str, float] = field(default_factory=dict)
+    workload: str = ""
+    timeout_s: float | None = None
+    goodput: str = ""
+
+    def command(self, sweep: SweepArgs) -> list[str]:
+        """The ``serve_bench.py`` command line (its ``--server-args`` and ``--bench-args`` are
+        single strings by its interface; they are built here from lists)."""
+        server = ["--max-num-batched-tokens", str(self.budget), "--max-num-seqs", str(sweep.max_num_seqs),
+                  "--gpu-memory-utilization", str(sweep.gpu_memory_utilization), *sweep.server_extra]
+        bench = ["--dataset-name", "random", "--random-input-len", str(sweep.input_len),
+                 "--random-output-len", str(sweep.output_len), "--ignore-eos"]
+        cmd = [sys.executable, str(ROOT / "serve_bench.py"), "--task", self.task, "--tag", self.tag,
+               "--out-dir", str(sweep.out_dir), "--model", sweep.model, "--scheduler", self.scheduler,
+               "--runs", str(sweep.runs), "--num-prompts", str(sweep.num_prompts), "--seed", str(sweep.seed),
+               "--api-servers", str(sweep.api_servers), "--clients", ",".join(map(str, sweep.clients)),
+               "--server-args", shlex.join(server), "--bench-args", shlex.join(bench)]
+        if len(self.loads) == 1 and not self.loads[0].name:
+            cmd += ["--rates", ",".join(self.loads[0].rates), "--workload", self.workload]
+        else:
+            cmd += [arg for load in self.loads for arg in
+                    ("--load", f"{load.name}|{','.join(load.rates)}|{shlex.join(load.bench_flags)}")]
+        if self.settings:
+            cmd += ["--additional-config", json.dumps(self.settings)]
+        if self.timeout_s is not None:
+            cmd += ["--timeout-s", str(self.timeout_s)]
+        if self.goodput:
+            cmd += ["--goodput", self.goodput]
+        return cmd + [flag for flag, on in (("--dummy-weights", sweep.dummy_weights), ("--force", sweep.force),
+                                            ("--dry-run", sweep.dry_run)) if on]
+
+
+# --------------------------------------------------------------------------------------------
+# Lanes
+# --------------------------------------------------------------------------------------------
+class Lanes:
+    """At most one harness per GPU lane (one lane, "any", without ``--gpus``); configurations in
+    lockstep waves of one per lane. Signals reach every running harness, which stops its server."""
+
+    def __init__(self, name: str, sweep: SweepArgs, total: int) -> None:
+        self.name, self.sweep, self.total = name, sweep, total
+        self.slots: dict[str, subprocess.Popen | None] = {gpu: None for gpu in sweep.gpus or ["any"]}
+        self.lockstep = len(self.slots) > 1 and os.environ.get("LOCKSTEP", "1") != "0"
+        self.sync_root = Path(tempfile.mkdtemp(prefix="lab3-lockstep-")) if self.lockstep else None
+        self.started = self.failed = 0
+        signal.signal(signal.SIGTERM, _terminate)
+
+    def start(self, config: Config) -> None:
+        """Start ``config`` on the first free lane (waits for one)."""
+        cmd = config.command(self.sweep)
+        if self.sync_root is not None:
+            n = len(self.slots)
+            wave = self.started // n
+            cmd += ["--sync-dir", str(self.sync_root / f"wave-{wave}"),
+                    "--sync-parties", str(min(n, self.total - wave * n))]
+        self.started += 1
+        while (slot := self._free_slot()) is None:
+            time.sleep(1)
+        child_env = dict(os.environ)
+        if slot != "any":
+            say(self.name, f"GPU {slot}: {config.tag}")
+            child_env.update(CUDA_VISIBLE_DEVICES=slot, LAB3_GPU_SLOTS=" ".join(self.sweep.gpus))
+        self.slots[slot] = subprocess.Popen(cmd, env=child_env)
+
+    def _free_slot(self) -> str | None:
+        for slot, proc in self.slots.items():
+            if proc is None or self._reaped(slot, proc):
+                return slot
+        return None
+
+    def _reaped(self, slot: str, proc: subprocess.Popen) -> bool:
+        if proc.poll() is None:
+            return False
+        if proc.returncode != 0:
+            self.failed += 1
+            say(self.name, f"a configuration failed (exit code {proc.returncode}); the sweep goes on", sys.stderr)
+        self.slots[slot] = None
+        return True
+
+    def wait(self) -> bool:
+        """Wait for every harness; True when all succeeded."""
+        while any(proc is not None and not self._reaped(slot, proc) for slot, proc in self.slots.items()):
+            time.sleep(0.5)
+        return self.failed == 0
+
+    def stop(self) -> None:
+        """Pass the interruption on to every running harness and wait for them (each stops its
+        server), so an interrupted sweep never leaves a server holding a GPU."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        running = [proc for proc in self.slots.values() if proc is not None]
+        for proc in running:
+            proc.send_signal(signal.SIGTERM)
+        for proc in running:
+            proc.wait()
+
+    def close(self) -> None:
+        if self.sync_root is not None:
+            shutil.rmtree(self.sync_root, ignore_errors=True)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: unwinds to ``run_all``, which stops the harnesses."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def say(name: str, message: str, stream: Any = None) -> None:
+    print(f"[{name}] {message}", file=stream or sys.stdout, flush=True)
+
+
+def run_all(name: str, sweep: SweepArgs, configs: list[Config], describe: Any) -> int:
+    """Every configuration on the lanes, then tables and figures; 1 if any configuration failed."""
+    lanes = Lanes(name, sweep, len(configs))
+    try:
+        for index, config in enumerate(configs, 1):
+            say(name, f"{describe(config)} ({index}/{len(configs)})")
+            lanes.start(config)
+        ok = lanes.wait()
+    except KeyboardInterrupt:
+        lanes.stop()
+        say(name, "interrupted; finished runs are kept, re-run to resume", sys.stderr)
+        sys.exit(130)
+    finally:
+        lanes.close()
+    if sweep.plot:
+        subprocess.run([sys.executable, str(ROOT / "plot_results.py"), "--results", str(sweep.out_dir.parent)],
+                       check=False)
+    return 0 if ok else 1
+
+
+def capacity_rate(folder: Path, tag: str, fraction: float, output_len: int) -> float | None:
+    """``fraction`` x the median rate-inf output throughput of ``<tag>_rate-inf_run-*.json`` in
+    ``folder``, in requests/s of ``output_len`` tokens; None when no such run exists."""
+    tputs = [json.loads(p.read_text())["summary"]["output_throughput_tok_s"]
+             for p in sorted(folder.glob(f"{tag}_rate-inf_run-*.json"))]
+    return fraction * statistics.median(tputs) / output_len if tputs else None
+
+
+# --------------------------------------------------------------------------------------------
+# Task 2
+# --------------------------------------------------------------------------------------------
+def task2(ns: argparse.Namespace) -> int:
+    """One server per max_num_batched_tokens value, every rate on each; with
+    ``--near-saturation F`` the capacity (budget 2048, rate inf) first, then the rate F x it."""
+    sweep = SweepArgs.from_cli_args(ns)
+
+    def config(budget: int, rates: list[str]) -> Config:
+        return Config("task2", f"mnbt-{budget}", budget, [Load("", rates)],
+                      workload=f"random-{sweep.input_len}in-{sweep.output_len}out")
+
+    rates = list(ns.rates)
+    if ns.near_saturation is not None:
+        say("task2", f"capacity first: max_num_batched_tokens={CAPACITY_BUDGET} at rate inf")
+        if run_all("task2", replace(sweep, plot=False), [config(CAPACITY_BUDGET, ["inf"])],
+                   lambda c: c.tag) != 0:
+            sys.exit("task2: the capacity runs failed")
+        near = capacity_rate(sweep.out_dir, f"mnbt-{CAPACITY_BUDGET}", ns.near_saturation, sweep.output_len)
+        if near is None and not sweep.dry_run:
+            sys.exit(f"task2: no capacity measured in {sweep.out_dir}")
+        if near is not None:
+            say("task2", f"near saturation: {ns.near_saturation:g} x capacity = {near:.0f} requests/s")
+            rates.append(f"{near:.0f}")
+    return run_all("task2", sweep, [config(v, rates) for v in ns.values],
+                   lambda c: f"max_num_batched_tokens={c.budget}, rates {','.join(rates)}, {sweep.runs} run(s) each")
+
+
+# --------------------------------------------------------------------------------------------
+# Task 3 and the SLO study
+# --------------------------------------------------------------------------------------------
+def strategy_settings(pairs: list[str]) -> dict[str, float]:
+    """``--strategy-setting KEY=VALUE`` flags as a dict (checked per strategy later)."""
+    settings = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            settings[key] = float(value)
+        except ValueError:
+            sys.exit(f"error: --strategy-setting {pair!r}: expected KEY=NUMBER")
+    return settings
+
+
+def settings_for(name: str, settings: dict[str, float]) -> dict[str, float]:
+    """The part of ``settings`` that strategy ``name`` reads, checked by the registry."""
+    import my_scheduler
+
+    taken = my_scheduler.strategy(name).settings
+    try:
+        return my_scheduler.check_settings(name, {k: v for k, v in settings.items() if k in taken})
+    except ValueError as err:
+        sys.exit(f"error: strategy {name}: {err}")
+
+
+def checked_strategies(names: list[str], settings: dict[str, float]) -> None:
+    """Every name is a registered strategy and every setting is read by one of them: stop
+    before a server starts otherwise."""
+    import my_scheduler
+
+    try:
+        taken = {key for name in names for key in my_scheduler.strategy(name).settings}
+    except ValueError as err:
+        sys.exit(f"error: {err} (python my_scheduler.py --list shows the names)")
+    unused = sorted(set(settings) - taken)
+    if unused:
+        sys.exit(f"error: no strategy of this sweep takes the setting(s) {', '.join(unused)}")
+
+
+def task3(ns: argparse.Namespace) -> int:
+    """One server per strategy; the fixed load at --rate and the stress rate, the variable-length
+    load at the stress rate."""
+    sweep = SweepArgs.from_cli_args(ns)
+    settings = strategy_settings(ns.strategy_setting)
+    checked_strategies(ns.strategies, settings)
+    stress = ns.stress_rate or stress_rate(sweep.out_dir, sweep.output_len)
+    loads = {"fixed": Load("fixed", [stress] if ns.rate == stress else [ns.rate, stress]),
+             "varlen": Load(f"varlen-{ns.range_ratio:g}", [stress], [
+                 "--random-range-ratio", json.dumps({"input": ns.range_ratio, "output": 0.0})])}
+    configs = [Config("task3", name, ns.max_num_batched_tokens, [loads[w] for w in ns.workloads],
+                      scheduler=name, settings=settings_for(name, settings), timeout_s=ns.timeout_s)
+               for name in ns.strategies]
+    return run_all("task3", sweep, configs, lambda c: f"strategy {c.tag}: workloads "
+                   f"{' '.join(ns.workloads)}; rates {ns.rate} and {stress} (stress)")
+
+
+def stress_rate(out_dir: Path, output_len: int) -> str:
+    """90% of the default scheduler's saturation throughput (Task 2, budget 2048, rate inf)
+    measured in the setting of Task 3's ``out_dir``: results/task3_<name> reads
+    results/task2_<name> (results/task3 reads results/task2); 48 req/s when none exists."""
+    folder = out_dir.parent / ("task2" + out_dir.name.removeprefix("task3"))
+    rate_ = capacity_rate(folder, f"mnbt-{CAPACITY_BUDGET}", 0.9, output_len)
+    return FALLBACK_STRESS_RATE if rate_ is None else f"{rate_:.0f}"
+
+
+def slo_terms(text: str) -> dict[str, float]:
+    """``--slo "ttft:500 tpot:50"`` as {"ttft": 500.0, "tpot": 50.0}."""
+    terms = {}
+    for term in words(text):
+        key, _, value = term.partition(":")
+        try:
+            terms[key] = float(value)
+        except ValueError:
+            key = ""
+        if key not in SLO_KEYS:
+            raise argparse.ArgumentTypeError(f"{text!r} is not like 'ttft:500 tpot:50'")
+    return terms
+
+
+def strategy_spec(text: str) -> tuple[str, float | None]:
+    """``NAME`` or ``NAME@MS`` (Strategy C's stall bound, in ms)."""
+    name, sep, bound = text.partition("@")
+    if not sep:
+        return name, None
+    try:
+        return name, float(bound)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the stall bound after @ must be a number of ms") from None
+
+
+def slo(ns: argparse.Namespace) -> int:
+    """One server per strategy spec, every rate on it; the SLO goes to --goodput, and its TTFT
+    and TPOT targets to the strategies that aim at them (D and E)."""
+    sweep = SweepArgs.from_cli_args(ns)
+    settings = strategy_settings(ns.strategy_setting)
+    checked_strategies([name for name, _ in ns.strategies], settings)
+    goodput = " ".join(f"{k}:{v:g}" for k, v in ns.slo.items())
+    targets = {SLO_SETTINGS[k]: v for k, v in ns.slo.items() if k in SLO_SETTINGS}
+    configs = []
+    for name, bound in ns.strategies:
+        given = {**targets, **settings, **({} if bound is None else {"max_decode_stall_ms": bound})}
+        mine = settings_for(name, given)
+        if bound is not None and "max_decode_stall_ms" not in mine:
+            sys.exit(f"error: {name}@{bound:g}: strategy {name} has no stall bound")
+        configs.append(Config("slo", name if bound is None else f"{name}-{bound:g}ms", ns.max_num_batched_tokens,
+                              [Load("fixed", ns.rates)], scheduler=name, settings=mine,
+                              timeout_s=ns.timeout_s, goodput=goodput))
+    return run_all("slo_study", sweep, configs,
+                   lambda c: f"strategy {c.tag}: rates {' '.join(ns.rates)}, SLO {goodput}")
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    subs = top.add_subparsers(dest="sweep", required=True)
+    t2 = subs.add_parser("task2", help="max_num_batched_tokens sweep", description=task2.__doc__)
+    SweepArgs.add_cli_args(t2, runs=2, num_prompts=1000, out_dir="results/task2")
+    t2.add_argument("--values", type=listed(positive_int), default=env("VALUES", "512 1024 2048 4096 8192"),
+                    help="max_num_batched_tokens values [VALUES]")
+    t2.add_argument("--rates", type=listed(rate), default=env("RATES", "16,inf"), help="[RATES]")
+    t2.add_argument("--near-saturation", type=float, default=env("NEAR_SATURATION", "") or None,
+                    metavar="FRACTION", help="also the rate FRACTION x capacity [NEAR_SATURATION]")
+    t2.set_defaults(run=task2)
+
+    t3 = subs.add_parser("task3", help="strategies under the handout's loads", description=task3.__doc__)
+    SweepArgs.add_cli_args(t3, runs=1, num_prompts=1000, out_dir="results/task3")
+    add_strategy_args(t3, "default prefill-first sjf", str)
+    t3.add_argument("--workloads", type=listed(workload), default=env("WORKLOADS", "fixed varlen"),
+                    help="fixed, varlen [WORKLOADS]")
+    t3.add_argument("--rate", type=rate, default=env("RATE", "8"), help="the fixed load's rate [RATE]")
+    t3.add_argument("--stress-rate", type=rate, default=env("STRESS_RATE", "") or None,
+                    help="default: 0.9 x the Task 2 capacity of the same setting, else 48 [STRESS_RATE]")
+    t3.add_argument("--range-ratio", type=float, default=env("RANGE_RATIO", "0.9"),
+                    help="varlen: input lengths uniform in [1-R, 1+R] x --input-len [RANGE_RATIO]")
+    t3.set_defaults(run=task3)
+
+    st = subs.add_parser("slo", help="SLO attainment and goodput vs request rate", description=slo.__doc__)
+    SweepArgs.add_cli_args(st, runs=2, num_prompts=600, out_dir="results/slo")
+    add_strategy_args(st, "default paced prefill-first", strategy_spec)
+    st.add_argument("--rates", type=listed(rate), default=env("RATES", "36 40 44 48"), help="[RATES]")
+    st.add_argument("--slo", type=slo_terms, default=env("SLO", "ttft:500 tpot:50"), help="[SLO]")
+    st.set_defaults(run=slo)
+    return top
+
+
+def workload(text: str) -> str:
+    if text not in ("fixed", "varlen"):
+        raise argparse.ArgumentTypeError(f"unknown workload {text!r} (fixed, varlen)")
+    return text
+
+
+def add_strategy_args(sub: argparse.ArgumentParser, default: str, item: Any) -> None:
+    """The flags Task 3 and the SLO study share: strategies, budget, timeout, settings."""
+    sub.add_argument("--strategies", type=listed(item), default=env("STRATEGIES", default),
+                     help="short names (python my_scheduler.py --list) [STRATEGIES]"
+                          + ("; NAME@MS: Strategy C or D with a stall bound of MS ms" if item is strategy_spec else ""))
+    sub.add_argument("--max-num-batched-tokens", type=positive_int, default=env("MNBT", "2048"), help="[MNBT]")
+    sub.add_argument("--timeout-s", type=float, default=env("TIMEOUT_S", "30"),
+                     help="end-to-end latency above which a request is a timeout [TIMEOUT_S]")
+    sub.add_argument("--strategy-setting", action="append", default=[], metavar="KEY=VALUE",
+                     help="a strategy setting (vllm serve --additional-config) for every strategy that reads "
+                          "KEY, e.g. aging_tokens_per_s=100 (keys: python my_scheduler.py --list)")
+
+
+def main(argv: list[str]) -> int:
+    ns = parser().parse_args(argv)
+    return ns.run(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,116 @@
+"""The sweeps (sweep.py behind task2.sh, task3.sh, slo_study.sh) without a server: the flags,
+the errors before any server starts, the stress and near-saturation rates read from committed
+Task 2 results, and the strategy settings reaching the server command of the real harness."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = str(ROOT / "models" / "tiny-qwen3")
+CAPACITY_RUNS = sorted((ROOT / "results" / "task2_api-4").glob("mnbt-2048_rate-inf_run-*.json"))
+
+
+def wrapper(script: str, *args: str) -> subprocess.CompletedProcess:
+    """A sweep through its shell entry point, as the handout runs it."""
+    env = dict(os.environ, LAB3_PYTHON=sys.executable)
+    return subprocess.run(["bash", str(ROOT / script), *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["task2", "--values", "512 x"], "'x' is not a positive integer"),
+    (["task2", "--rates", "16,-1"], "'-1' is not a request rate"),
+    (["task2", "--gpus", "0 a"], "'a' is not a device index"),
+    (["task2", "--clients", "1,0"], "'0' is not a positive integer"),
+    (["task2", "--api-servers", "two"], "'two' is not a positive integer"),
+    (["task3", "--workloads", "fixed bursty"], "unknown workload 'bursty'"),
+    (["slo", "--slo", "ttft=500"], "is not like 'ttft:500 tpot:50'"),
+    (["slo", "--strategies", "stall-bounded@soon"], "the stall bound after @ must be a number"),
+    (["task2", "--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_flags_stop_with_a_usage_error(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        sweep.main(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["task3", "--strategies", "default slo"], "unknown scheduler 'slo'"),  # C's former name
+    (["slo", "--strategies", "paced@15"], "strategy paced has no stall bound"),
+    (["task3", "--strategy-setting", "tpot_slo_ms=60"], "no strategy of this sweep takes the setting(s) tpot_slo_ms"),
+    (["task3", "--strategies", "sjf", "--strategy-setting", "aging_tokens_per_s=-5"], "must be a number >= 0"),
+    (["task3", "--strategies", "sjf", "--strategy-setting", "aging_tokens_per_s"], "expected KEY=NUMBER"),
+])
+def test_bad_strategies_and_settings_stop_before_any_server(argv, message):
+    with pytest.raises(SystemExit) as stop:
+        sweep.main([*argv, "--dry-run"])
+    assert message in str(stop.value.code)
+
+
+def test_flags_default_to_their_environment_variables(monkeypatch):
+    monkeypatch.setenv("RUNS", "5")
+    monkeypatch.setenv("GPUS", "2 3")
+    monkeypatch.setenv("RATES", "8 inf")
+    ns = sweep.parser().parse_args(["task2", "--offline"])
+    args = sweep.SweepArgs.from_cli_args(ns)
+    assert (args.runs, args.gpus, ns.rates) == (5, ["2", "3"], ["8", "inf"])
+    assert args.dummy_weights and args.model.endswith("models/qwen3-0.6b") and args.plot
+    for flag in ("--dry-run", "--no-plot"):
+        assert not sweep.SweepArgs.from_cli_args(sweep.parser().parse_args(["task2", flag])).plot
+
+
+def test_stress_rate_is_read_from_the_task2_folder_of_the_same_setting(tmp_path):
+    """results/task3_api-4 takes 0.9 x the capacity measured in results/task2_api-4 (the
+    front-end study's 39 req/s); a setting without Task 2 results falls back to 48."""
+    assert len(CAPACITY_RUNS) == 3
+    assert sweep.stress_rate(ROOT / "results" / "task3_api-4", 256) == "39"
+    assert sweep.stress_rate(tmp_path / "task3_api-9", 256) == sweep.FALLBACK_STRESS_RATE
+    assert sweep.capacity_rate(tmp_path, "mnbt-2048", 0.9, 256) is None
+
+
+def test_near_saturation_and_stress_rates_come_from_done_capacity_runs(tmp_path):
+    """With the capacity runs present, task2 --near-saturation skips them and adds 0.9 x the
+    capacity to its rates; task3 in the matching folder uses it as its stress rate."""
+    task2_dir = tmp_path / "task2_api-4"
+    task2_dir.mkdir()
+    for path in CAPACITY_RUNS:
+        shutil.copy(path, task2_dir / path.name)
+    done = wrapper("task2.sh", "--dry-run", "--model", TINY, "--values", "1024", "--rates", "16",
+                   "--runs", "3", "--near-saturation", "0.9", "--out-dir", str(task2_dir))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "near saturation: 0.9 x capacity = 39 requests/s" in done.stdout
+    assert "mnbt-2048: nothing to do" in done.stdout
+    assert "(mnbt-1024_rate-39_run-3.json)" in done.stdout
+    done = wrapper("task3.sh", "--dry-run", "--model", TINY, "--strategies", "sjf", "--workloads", "varlen",
+                   "--strategy-setting", "aging_tokens_per_s=100", "--out-dir", str(tmp_path / "task3_api-4"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rates 8 and 39 (stress)" in done.stdout
+    start = re.search(r"would start: (.*)", done.stdout).group(1)
+    assert "--scheduler-cls my_scheduler.SJFScheduler --additional-config '{\"aging_tokens_per_s\": 100.0}'" in start
+    assert "(sjf_varlen-0.9_rate-39_run-1.json)" in done.stdout
+    assert "--random-range-ratio '{\"input\": 0.9, \"output\": 0.0}'" in done.stdout
+
+
+def test_slo_study_gives_each_strategy_its_own_settings(tmp_path):
+    """NAME@MS is Strategy C's stall bound; the SLO's TTFT target goes to D, its TPOT target to E,
+    each through --additional-config."""
+    done = wrapper("slo_study.sh", "--dry-run", "--model", TINY, "--runs", "1", "--rates", "32",
+                   "--strategies", "stall-bounded@15 deadline paced", "--slo", "ttft:800 tpot:60",
+                   "--out-dir", str(tmp_path / "slo"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    starts = dict(re.findall(r"would start: .*?--scheduler-cls (\S+) --additional-config '([^']*)'", done.stdout))
+    assert starts == {"my_scheduler.StallBoundedPrefillFirstScheduler": '{"max_decode_stall_ms": 15.0}',
+                      "my_scheduler.DeadlineAwareScheduler": '{"ttft_slo_ms": 800.0}',
+                      "my_scheduler.TpotPacedPrefillFirstScheduler": '{"tpot_slo_ms": 60.0}'}
+    assert done.stdout.count("would start") == 3 and "--goodput ttft:800 tpot:60" in done.stdout
+    assert "(stall-bounded-15ms_fixed_rate-32_run-1.json)" in done.stdout
