@@ -54,7 +54,7 @@ main() {
   setup
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # --scheduler-cls my_scheduler.X in the engine
   "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "run_lab.sh: no CUDA GPU visible")'
-  "$PY" offline_model.py
+  "$PY" harness/offline_model.py
   "$PY" task1_vllm_vs_hf.py "${MODEL_ARGS[@]}"
   LAB3_PYTHON="$PY" bash task2.sh "${MODEL_ARGS[@]}" --no-plot
   LAB3_PYTHON="$PY" bash task3.sh "${MODEL_ARGS[@]}" --no-plot

@@ -75,7 +75,7 @@ setup_cpu_server() {
 main() {
   setup_venv
   setup_cpu_server "$@"
-  step "$VENV/bin/python" offline_model.py
+  step "$VENV/bin/python" harness/offline_model.py
   step "$VENV/bin/python" -m pytest -q tests "$@"
 }
 

@@ -50,9 +50,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from lab_metrics import PeriodicSampler  # noqa: E402
-from offline_model import DEFAULT_MODEL, kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from provenance import collect_meta, write_json_atomic  # noqa: E402
+from harness.lab_metrics import PeriodicSampler  # noqa: E402
+from harness.offline_model import DEFAULT_MODEL, kv_bytes_per_token, load_config, resolve_model  # noqa: E402
+from harness.provenance import collect_meta, write_json_atomic  # noqa: E402
 
 METHODS = ("hf-serial", "hf-static", "vllm")
 DEFAULT_PROMPTS = ROOT / "prompts" / "task1.jsonl"
@@ -529,7 +529,7 @@ def run_methods(argv: list[str], args: argparse.Namespace, model: str,
         write_json_atomic(args.out, results, indent=1)
         print(f"[task1] {method}: {entry['total_s']:.2f} s, {entry['output_tokens_per_s']:.0f} tok/s, "
               f"KV peak {entry['kv_peak_bytes'] / MIB:.1f} MiB -> {args.out}", flush=True)
-    from plot_results import task1_table
+    from harness.results import task1_table
 
     print(task1_table(results).to_markdown(index=False))
     return 0

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment
+from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment
 from my_scheduler import FORMER_NAMES, STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent

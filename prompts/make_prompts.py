@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from offline_model import QWEN3_DIR, ensure_tokenizer  # noqa: E402
+from harness.offline_model import QWEN3_DIR, ensure_tokenizer  # noqa: E402
 
 TASKS = ("Summarize", "Explain", "Critique", "Rewrite in plain language", "List the key risks in",
          "Write a short reply to", "Translate the main points of", "Find the open questions in")

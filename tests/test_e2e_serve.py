@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import my_scheduler as ms
-import serve_bench as sb
+from harness import serve_bench as sb
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +111,7 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
 def test_a_server_that_fails_to_start_is_reported_with_its_log(cpu_env, tmp_path):
     port = sb.free_port()
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "serve_bench.py"), "--task", "t", "--tag", "broken",
+        [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "t", "--tag", "broken",
          "--out-dir", str(tmp_path), "--model", TINY, "--dummy-weights", "--port", str(port),
          "--server-args", f"{CPU_SERVER_FLAGS} --max-num-batched-tokens banana"],
         env=cpu_env, capture_output=True, text=True, timeout=300)
@@ -160,7 +160,7 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     """All four strategies serve the variable-length load; A never mixes outside its counted
     fallbacks, C outside its fallbacks and stall-guard steps; SJF hands out first tokens in
     prompt-length order once a queue has formed."""
-    from lab_metrics import read_detail
+    from harness.lab_metrics import read_detail
 
     out_dir = tmp_path / "results" / "task3"
     proc = subprocess.run(
@@ -284,7 +284,7 @@ def test_front_end_check_sees_a_lagging_api_server_and_several_api_servers_and_c
     import threading
 
     out_dir = tmp_path / "frontend"
-    command = [sys.executable, str(ROOT / "serve_bench.py"), "--task", "frontend", "--tag", "api-2",
+    command = [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "frontend", "--tag", "api-2",
                "--out-dir", str(out_dir), "--model", TINY, "--dummy-weights", "--api-servers", "2",
                "--rates", "inf", "--clients", "1,2", "--runs", "2", "--num-prompts", "8",
                "--seed", "42", "--bench-args",

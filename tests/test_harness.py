@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from harness import results as layer
-import serve_bench as sb
-from lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
+from harness import serve_bench as sb
+from harness.lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
                          read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
                          write_run)
 

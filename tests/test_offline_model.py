@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 from transformers import AutoTokenizer
 
-from offline_model import (FIRST_ADDED_ID, QWEN3_8B_DIR, QWEN3_ADDED_TOKENS, QWEN3_DIR, QWEN_PRETOKENIZE_REGEX,
+from harness.offline_model import (FIRST_ADDED_ID, QWEN3_8B_DIR, QWEN3_ADDED_TOKENS, QWEN3_DIR, QWEN_PRETOKENIZE_REGEX,
                            build_tokenizer, ensure_tokenizer, kv_bytes_per_token, load_config,
                            non_embedding_parameters, qwen_bpe_file)
 from prompts.make_prompts import make_prompts

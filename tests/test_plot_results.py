@@ -11,7 +11,7 @@ import pytest
 
 import plot_results
 from harness import results as layer
-from lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
+from harness.lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SERVING = sorted(RESULTS.glob("*/*.json"))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import my_scheduler as ms
-import sched_sim as ss
+from harness import sched_sim as ss
 from harness import step_model
 
 COEFFS = {"intercept": 0.003, "prefill_tokens": 4e-6, "decode_requests": 3e-5, "context_tokens": 2e-8}
@@ -166,7 +166,7 @@ def test_strategy_a_trades_decode_stalls_for_first_tokens_against_the_default():
 
 
 def ss_summary(detail):
-    from lab_metrics import summarize
+    from harness.lab_metrics import summarize
     return summarize(detail, 0.1, 30.0)
 
 

@@ -9,7 +9,7 @@ import pytest
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
 import my_scheduler as ms
-from sched_sim import SimConfig, make_request, make_scheduler, run_until_done, step
+from harness.sched_sim import SimConfig, make_request, make_scheduler, run_until_done, step
 
 
 class NaiveHandoutStrategyA(AsyncScheduler):

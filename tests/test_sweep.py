@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import sweep
-
+from harness import sweep
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(ROOT / "models" / "tiny-qwen3")
 CAPACITY_RUNS = sorted((ROOT / "results" / "task2_api-4").glob("mnbt-2048_rate-inf_run-*.json"))

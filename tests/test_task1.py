@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import task1_vllm_vs_hf as t1
-from offline_model import QWEN3_DIR, TINY_DIR, kv_bytes_per_token, load_config
+from harness.offline_model import QWEN3_DIR, TINY_DIR, kv_bytes_per_token, load_config
 
 TINY_BYTES_PER_TOKEN = 2 * 2 * 1 * 64 * 2  # K+V x 2 layers x 1 KV head x 64 dims x bf16
 

@@ -51,7 +51,7 @@ from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "models" / "tiny-qwen3"
 
 # The fake KV layout: 2 layers, 2 KV heads of 16 dims, float32 -> 2*2*16*4 = 256 B per token per
@@ -383,9 +383,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``replay``: simulate, time it, write the result file (schema of ``serve_bench.py``)."""
     import my_scheduler
     from harness import step_model
-    from lab_metrics import frontend_check, summarize, write_run
-    from provenance import collect_meta
-    from serve_bench import SCHEMA_VERSION, rate_label
+    from harness.lab_metrics import frontend_check, summarize, write_run
+    from harness.provenance import collect_meta
+    from harness.serve_bench import SCHEMA_VERSION, rate_label
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 QWEN3_DIR = ROOT / "models" / "qwen3-0.6b"
 TINY_DIR = ROOT / "models" / "tiny-qwen3"
 QWEN3_8B_DIR = ROOT / "models" / "qwen3-8b"

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run by path (task2.sh): my_scheduler and harness import from the root
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
 SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
@@ -184,7 +185,7 @@ class Config:
                   "--gpu-memory-utilization", str(sweep.gpu_memory_utilization), *sweep.server_extra]
         bench = ["--dataset-name", "random", "--random-input-len", str(sweep.input_len),
                  "--random-output-len", str(sweep.output_len), "--ignore-eos"]
-        cmd = [sys.executable, str(ROOT / "serve_bench.py"), "--task", self.task, "--tag", self.tag,
+        cmd = [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", self.task, "--tag", self.tag,
                "--out-dir", str(sweep.out_dir), "--model", sweep.model, "--scheduler", self.scheduler,
                "--runs", str(sweep.runs), "--num-prompts", str(sweep.num_prompts), "--seed", str(sweep.seed),
                "--api-servers", str(sweep.api_servers), "--clients", ",".join(map(str, sweep.clients)),

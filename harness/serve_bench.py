@@ -90,12 +90,12 @@ from typing import Any, TextIO
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab_metrics import DETAIL_KEYS, PeriodicSampler, frontend_check, summarize, write_run  # noqa: E402
-from offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from provenance import collect_meta, visible_gpu_index  # noqa: E402
+from harness.lab_metrics import DETAIL_KEYS, PeriodicSampler, frontend_check, summarize, write_run  # noqa: E402
+from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
+from harness.provenance import collect_meta, visible_gpu_index  # noqa: E402
 
 SCHEMA_VERSION = 4  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
 # 4: per-request arrays in a binary file beside the result (client.detail_file)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from provenance import write_bytes_atomic, write_json_atomic
+from harness.provenance import write_bytes_atomic, write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
