@@ -53,7 +53,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
@@ -175,10 +175,9 @@ class StepRecorder:
         features = step_features(self, output)
         if self._step_log is not None:
             self._step_log.planned(output, features)
-        prefill_tokens, _, decode_tokens, _, _ = features
-        self.step_counts[self._step_type(prefill_tokens, decode_tokens)] += 1
-        self.token_counts["prefill"] += prefill_tokens
-        self.token_counts["decode"] += decode_tokens
+        self.step_counts[self._step_type(features.prefill_tokens, features.decode_tokens)] += 1
+        self.token_counts["prefill"] += features.prefill_tokens
+        self.token_counts["decode"] += features.decode_tokens
         self.num_preemptions += len(output.preempted_req_ids or ())
         computed = sum(req.num_computed_tokens for req in self.running)
         self.peak_computed_tokens = max(self.peak_computed_tokens, computed)
@@ -276,13 +275,21 @@ class StepRecorder:
             raise
 
 
-def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> tuple[int, int, int, int, int]:
-    """What a planned step asks of the GPU: (prefill tokens, decode requests, decode tokens,
-    context tokens, scheduled requests). Context tokens are each scheduled request's length once
-    the step ran (``num_computed_tokens``, which ``schedule()`` already advanced by the chunk):
-    the keys its attention reads. One function for the engine's log and the replay simulator,
-    so the step-time model is fitted and applied to the same numbers.
-    """
+class StepFeatures(NamedTuple):
+    """What a planned step asks of the GPU. ``context_tokens`` is each scheduled request's length
+    once the step ran (``num_computed_tokens``, which ``schedule()`` already advanced by the chunk):
+    the keys its attention reads."""
+
+    prefill_tokens: int
+    decode_requests: int
+    decode_tokens: int
+    context_tokens: int
+    num_requests: int
+
+
+def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> StepFeatures:
+    """A planned step's features. One function for the engine's log and the replay simulator, so
+    the step-time model is fitted and applied to the same numbers."""
     prefill = decode_reqs = decode = context = 0
     for req_id, num_tokens in output.num_scheduled_tokens.items():
         request = scheduler.requests[req_id]
@@ -291,7 +298,7 @@ def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> tuple[i
             prefill += num_tokens
         else:
             decode_reqs, decode = decode_reqs + 1, decode + num_tokens
-    return prefill, decode_reqs, decode, context, len(output.num_scheduled_tokens)
+    return StepFeatures(prefill, decode_reqs, decode, context, len(output.num_scheduled_tokens))
 
 
 class StepTimeLog:
@@ -310,17 +317,16 @@ class StepTimeLog:
     GPU kernel time. The clock is read when ``update_from_output`` is entered.
     """
 
-    COLUMNS = ("prefill_tokens", "decode_requests", "decode_tokens", "context_tokens",
-               "num_requests", "step_time_us", "pipelined")
+    COLUMNS = (*StepFeatures._fields, "step_time_us", "pipelined")
 
     def __init__(self, path: str, clock: Callable[[], float] = time.perf_counter) -> None:
         self.path = path
         self._clock = clock
-        self._planned: dict[int, tuple[float, tuple[int, ...]]] = {}
+        self._planned: dict[int, tuple[float, StepFeatures]] = {}
         self._last_update: float | None = None
         self._rows: list[str] = []
 
-    def planned(self, output: SchedulerOutput, features: tuple[int, ...]) -> None:
+    def planned(self, output: SchedulerOutput, features: StepFeatures) -> None:
         self._planned[id(output)] = (self._clock(), features)
 
     def applied(self, output: SchedulerOutput) -> None:

@@ -231,13 +231,8 @@ def bench(waiting: int, running: int, repeats: int,
     """
     import my_scheduler
 
-    classes = [("vLLM AsyncScheduler", AsyncScheduler),
-               ("KVPeakRecorder", my_scheduler.KVPeakRecorder),
-               ("StepExclusivePrefillFirstScheduler", my_scheduler.StepExclusivePrefillFirstScheduler),
-               ("SJFScheduler", my_scheduler.SJFScheduler),
-               ("StallBoundedPrefillFirstScheduler", my_scheduler.StallBoundedPrefillFirstScheduler),
-               ("DeadlineAwareScheduler", my_scheduler.DeadlineAwareScheduler),
-               ("TpotPacedPrefillFirstScheduler", my_scheduler.TpotPacedPrefillFirstScheduler)]
+    classes = [("vLLM AsyncScheduler", AsyncScheduler)] + [  # every class of the registry
+        (entry.cls.__name__, entry.cls) for entry in my_scheduler.STRATEGIES.values() if entry.cls]
     rows = []
     for name, cls in classes:
         sched = _loaded_scheduler(cls, waiting, running, max_num_seqs or running, seed=0)
@@ -300,12 +295,11 @@ class VirtualClock:
 
 
 def replay_class(strategy: str, clock: VirtualClock) -> type:
-    """The strategy's class (named as ``my_scheduler.resolve_strategy`` takes it), with every
-    clock it reads (``clock``, ``wall_clock``) set to the virtual one."""
+    """The strategy's class (its registry entry's, vLLM's own for the default), with every clock
+    it reads (``clock``, ``wall_clock``) set to the virtual one."""
     import my_scheduler
 
-    path = my_scheduler.resolve_strategy(strategy)
-    cls = getattr(my_scheduler, path.rpartition(".")[2]) if path else AsyncScheduler
+    cls = my_scheduler.strategy(strategy).cls or AsyncScheduler
     clocks = {name: staticmethod(clock) for name in ("clock", "wall_clock") if hasattr(cls, name)}
     return type(cls.__name__, (cls,), clocks) if clocks else cls
 
@@ -344,10 +338,11 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
         if sched.has_requests():
             output = sched.schedule()
             steps += 1
-            prefill, decode_reqs, _, context, _ = step_features(sched, output)
+            features = step_features(sched, output)
             busy = output.total_num_scheduled_tokens > 0
             start = max(clock.now, gpu_free)
-            gpu_free = start + (predict_s(step_model, prefill, decode_reqs, context) if busy else 0.0)
+            gpu_free = start + (predict_s(step_model, features.prefill_tokens, features.decode_requests,
+                                          features.context_tokens) if busy else 0.0)
             in_flight.appendleft((output, fake_model_output(sched, output), gpu_free))
             empty_in_row = 0 if busy else empty_in_row + 1
             if empty_in_row > 8 and not any(o.total_num_scheduled_tokens for o, _, _ in in_flight):
