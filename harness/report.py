@@ -280,8 +280,7 @@ def lift_rows(res: Results) -> pd.DataFrame:
 def below_saturation_rows(res: Results) -> pd.DataFrame:
     """Runs at a Poisson rate with several API servers, Task 2 and Task 3 alike: the setting the
     corrected runs use, where the question is whether the front end keeps up below saturation."""
-    frames = [res.folder_rows(n) for task in ("task2", "task3") for n in res.folders(task)]
-    rows = pd.concat([f for f in frames if not f.empty], ignore_index=True) if frames else pd.DataFrame()
+    rows = pd.concat([res.rows("task2"), res.rows("task3")], ignore_index=True)
     if rows.empty:
         return rows
     return rows[(rows["rate"] != "inf") & (rows["api servers"] > 1) & (rows["clients"] == 1)]
