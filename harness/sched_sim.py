@@ -7,13 +7,13 @@ in ``tests/`` use it.
 
 Run as a script it is the scheduler overhead benchmark:
 
-    python sched_sim.py bench [--waiting 1000] [--running 256] [--repeats 200]
+    python harness/sched_sim.py bench [--waiting 1000] [--running 256] [--repeats 200]
 
 prints the CPU time of one ``schedule()`` call for each strategy against vLLM's stock
 ``AsyncScheduler``, with the given numbers of waiting and running requests; and the replay
 simulator (issue #17):
 
-    python sched_sim.py replay --strategy prefill-first --rate 40 --num-prompts 1000 \
+    python harness/sched_sim.py replay --strategy prefill-first --rate 40 --num-prompts 1000 \
         --step-model STEP_MODEL.json --out results/sim/prefill-first_rate-40.json
 
 drives the real scheduler class through ``vllm bench serve``'s workload for that seed on a

@@ -1,6 +1,6 @@
 r"""Harness for Tasks 2 and 3: one ``vllm serve`` configuration, several ``vllm bench serve`` runs.
 
-    python serve_bench.py --task task2 --tag mnbt-2048 --out-dir results/task2 \
+    python harness/serve_bench.py --task task2 --tag mnbt-2048 --out-dir results/task2 \
         --model models/qwen3-0.6b --dummy-weights \
         --server-args "--max-num-batched-tokens 2048 --max-num-seqs 256 --gpu-memory-utilization 0.9" \
         --bench-args "--dataset-name random --random-input-len 1024 --random-output-len 256 \

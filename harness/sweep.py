@@ -1,9 +1,9 @@
 """The lab's sweeps: one ``serve_bench.py`` per server configuration, one lane per GPU.
 
-    python sweep.py task2 --offline                    # max_num_batched_tokens 512..8192
-    python sweep.py task3 --offline                    # default, Strategy A, SJF
-    python sweep.py slo --offline                      # SLO attainment and goodput vs rate
-    python sweep.py task2 --values "1024 4096" --rates 16 --runs 1 --dry-run
+    python harness/sweep.py task2 --offline                    # max_num_batched_tokens 512..8192
+    python harness/sweep.py task3 --offline                    # default, Strategy A, SJF
+    python harness/sweep.py slo --offline                      # SLO attainment and goodput vs rate
+    python harness/sweep.py task2 --values "1024 4096" --rates 16 --runs 1 --dry-run
 
 ``task2.sh``, ``task3.sh`` and ``slo_study.sh`` run these subcommands; ``--help`` of each lists
 its flags, and every flag's default can be set by the environment variable in brackets.
