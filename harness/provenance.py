@@ -86,6 +86,16 @@ def gpu_info() -> dict[str, Any]:
             "cuda": torch.version.cuda, "compute_capability": f"{props.major}.{props.minor}"}
 
 
+def machine_boot_id() -> str | None:
+    """This boot of this machine (Linux's random boot id). Every GPU lease starts a fresh machine,
+    so runs that share it ran in one sitting, the only runs that may be compared with each other
+    (machines of one kind differ by up to 2x)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
 def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dict[str, Any]:
     """The ``meta`` block of a result file.
 
@@ -95,6 +105,7 @@ def collect_meta(model: str, weights: str, argv: list[str] | None = None) -> dic
     return {
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
+        "machine_boot_id": machine_boot_id(),
         "python": platform.python_version(),
         "gpu": gpu_info(),
         "versions": {name: package_version(name) for name in ("vllm", "torch", "transformers")},
