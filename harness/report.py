@@ -473,20 +473,68 @@ def task2_section(res: Results) -> list[Block]:
 # --------------------------------------------------------------------------------------------
 # 5 Task 3
 # --------------------------------------------------------------------------------------------
+MIN_RUNS_TO_SEPARATE = 3  # 3 against 3: two equal strategies separate by chance 1 time in 10
+
+
+def separated(a: pd.Series, b: pd.Series) -> bool:
+    """Every run of one side beyond every run of the other, with at least 3 runs a side. Medians
+    alone say little here: near saturation, runs with one seed's identical arrivals and prompts
+    still give TTFT medians up to 3x apart."""
+    enough = min(len(a.dropna()), len(b.dropna())) >= MIN_RUNS_TO_SEPARATE
+    return bool(enough and (a.max() < b.min() or b.max() < a.min()))
+
+
 def factors_table(part: pd.DataFrame) -> pd.DataFrame | None:
     """Each strategy against vLLM's default at one point, from runs that kept up: TTFT gain =
-    default / strategy (>1 better), ITL cost = strategy / default (>1 worse); medians over runs."""
-    med = point_table(kept_up(part), ["strategy"]).set_index("strategy")
+    default / strategy (>1 better), ITL cost = strategy / default (>1 worse); medians over runs,
+    marked where the two strategies' runs do not separate (``separated``)."""
+    up = kept_up(part)
+    med = point_table(up, ["strategy"]).set_index("strategy")
     if "default" not in med.index or len(med) < 2:
         return None
-    base = med.loc["default"]
+    runs = {name: group for name, group in up.groupby("strategy")}
+
+    def cell(name: str, column: str, gain: bool) -> str:
+        a, b = (med.at["default", column], med.at[name, column]) if gain else (med.at[name, column], med.at["default", column])
+        own, base = runs[name][column], runs["default"][column]
+        few = min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE
+        return factor(ratio(a, b)) + ("" if separated(own, base) else " (too few runs)" if few else " (overlap)")
+
     return pd.DataFrame([{
         "strategy": strategy_label(name),
-        **{f"{c[:-5]} gain": factor(ratio(base[c], med.at[name, c])) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")},
-        **{f"{c[:-5]} cost": factor(ratio(med.at[name, c], base[c])) for c in ("ITL P50 (ms)", "ITL P99 (ms)")},
-        "throughput": factor(ratio(med.at[name, THROUGHPUT], base[THROUGHPUT])),
-        "runs (strategy / default)": f"{int(med.at[name, 'runs'])} / {int(base['runs'])}",
+        **{f"{c[:-5]} gain": cell(name, c, True) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")},
+        **{f"{c[:-5]} cost": cell(name, c, False) for c in ("ITL P50 (ms)", "ITL P99 (ms)")},
+        "throughput": cell(name, THROUGHPUT, False),
+        "runs (strategy / default)": f"{int(med.at[name, 'runs'])} / {int(med.at['default', 'runs'])}",
     } for name in med.index if name != "default"])
+
+
+def task3_answers(rows: pd.DataFrame) -> list[str]:
+    """What the runs that kept up resolve at each point: the metrics on which a strategy's runs and
+    the default's separate, and how far runs of one strategy spread on the rest."""
+    facts = []
+    for (folder, workload, rate), part in kept_up(rows).groupby(["folder", "workload", "rate"], sort=False):
+        if "default" not in set(part["strategy"]) or part["strategy"].nunique() < 2:
+            continue
+        base = part[part["strategy"] == "default"]
+        for name, own in part[part["strategy"] != "default"].groupby("strategy", sort=False):
+            found = [f"{c.replace(' (ms)', '').replace(' (tok/s)', '')} {span_text(own[c], 0)} against "
+                     f"{span_text(base[c], 0)}" for c in (*METRICS, THROUGHPUT) if separated(own[c], base[c])]
+            spread = max(spread_pct(p, c, "strategy") for p in (own, base) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
+            facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, {len(own)} / "
+                         f"{len(base)} runs against the default): "
+                         + (f"too few runs to separate (at least {MIN_RUNS_TO_SEPARATE} a side)"
+                            if min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE else
+                            f"every run beyond every run on {'; '.join(found)}" if found else "no metric separated")
+                         + f". Runs of one strategy differ by up to {spread:.0f}% in TTFT P50/P99, so "
+                           "a TTFT difference smaller than that is not resolved by these runs.")
+    if facts:
+        facts.append("With 3 runs a side, two equal strategies separate on one metric by chance 1 time "
+                     "in 10, so a separation with a small factor is a lead to re-test, not a finding; a "
+                     "large factor that separates on both loads is both.")
+    if rows["lagged"].any():
+        facts.append(lag_sentence(rows, "the Task 3 runs that lagged"))
+    return facts
 
 
 def task3_section(res: Results) -> list[Block]:
@@ -522,6 +570,7 @@ def task3_section(res: Results) -> list[Block]:
                 blocks += [heading(f"TTFT by prompt length: {title}", 4),
                            para("Prompt-length quartiles, pooled over each strategy's runs:"),
                            table(shown(by_len))]
+    blocks += [heading("Answers from the data", 3), bullets(task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
                        f"{failed} requests timed out or failed over all Task 3 runs (per run in "

@@ -8,6 +8,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import plot_results
@@ -76,7 +77,9 @@ def test_report_from_the_committed_results(tmp_path):
     assert "| lagged" in task2 and "Saturation rule" not in task2 and "Chat rule" not in task2
     assert "there are none yet" in task2
     task3 = section(text, "## 5 Task 3")
-    assert "Against vLLM's default" not in task3 and "No scheduler conclusion from this point" in task3
+    assert "No scheduler conclusion from this point" in task3
+    for point in task3.split("\n### ")[1:]:  # a comparison only where the point's runs kept up
+        assert ("Against vLLM's default" in point) == ("(task3_api-4)" in point.split("\n", 1)[0])
     for link in ("figures/task2_A1_latency.png", "figures/task2_A2_throughput.png",
                  "figures/task3_3A_cdf_fixed_rate-40.png", "figures/slo_attainment_goodput.png"):
         assert f"]({link})" in text and (results / link).is_file()
@@ -132,3 +135,27 @@ def test_task2_answers_come_only_from_runs_that_kept_up():
     inf = next(a for a in answers if "rate inf" in a)
     assert f"best median, {best:.1f} tok/s): {saturated}" in inf
     assert "Chat rule" in next(a for a in answers if "rate 16" in a)
+
+
+def test_task3_answers_claim_only_what_every_run_separates():
+    """A strategy is said to differ from the default on a metric only when every one of its runs
+    (at least 3) lies beyond every run of the default's, recomputed here from the files."""
+    rows = layer.run_rows(layer.load_runs(RESULTS / "task3_api-4"))
+    point = {"workload": "fixed", "rate": "39"}
+    per_run: dict[str, list[float]] = {}
+    for path in (RESULTS / "task3_api-4").glob("*_fixed_rate-39_run-*.json"):
+        run = json.loads(path.read_text())
+        per_run.setdefault(run["config"]["scheduler"], []).append(run["summary"]["itl_ms"]["p99"])
+    a, base = per_run["prefill-first"], per_run["default"]
+    apart = min(a) > max(base) or max(a) < min(base)
+    answers = report.task3_answers(rows)
+    line = next(x for x in answers if x.startswith("Strategy A") and "fixed at rate 39" in x)
+    assert ("ITL P99" in line) == apart and len(a) >= 3 and len(base) >= 3
+
+    # The same default runs against themselves separate on nothing; two runs a side are too few.
+    same = rows[(rows["strategy"] == "default") & (rows["workload"] == point["workload"])]
+    twin = pd.concat([same, same.assign(strategy="sjf")])
+    assert "no metric separated" in report.task3_answers(twin)[0]
+    few = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 5})])
+    assert "every run beyond every run on ITL P99" in report.task3_answers(few)[0]
+    assert "too few runs" in report.task3_answers(few.iloc[1:])[0]
