@@ -40,6 +40,10 @@ from harness.provenance import write_bytes_atomic, write_json_atomic
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 PERCENTILES = (50, 90, 95, 99)
 FRONTEND_LAG_THRESHOLD = 0.99  # token-gap completeness below this: the front end lagged
+# A gap this short between two tokens of one request cannot come from the engine (one token per
+# request per step, and no H200 step logged was under 2 ms): both tokens waited in the API server
+# or the client and were read back to back. Completeness misses this lateness; this share shows it.
+LATE_GAP_S = 1e-4
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,25 +210,28 @@ def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[s
     One streamed chunk per token gives ``output_len - 1`` ITL entries; fewer mean the API server
     merged tokens because it fell behind the engine (see the module docstring). Pooled over the
     successful requests in ``indices`` with more than one output token; ``lagged`` when below
-    ``FRONTEND_LAG_THRESHOLD``. None values when no request had a gap to measure.
+    ``FRONTEND_LAG_THRESHOLD``; ``late_gap_share``, the share of gaps under ``LATE_GAP_S``, counts
+    tokens that came in their own chunks but late. None values when no request had a gap to measure.
     """
-    seen = expected = complete = requests = 0
+    seen = expected = complete = requests = late = 0
     worst = math.inf
     for i in indices:
         n_out = detail["output_lens"][i]
         if not is_success(detail, i) or n_out < 2:
             continue
         got = len(detail["itls"][i])
+        late += sum(1 for gap in detail["itls"][i] if gap < LATE_GAP_S)
         seen, expected, requests = seen + got, expected + n_out - 1, requests + 1
         complete += got >= n_out - 1
         worst = min(worst, got / (n_out - 1))
     if not expected:
         return {"completeness": None, "requests_complete_share": None,
-                "min_request_completeness": None, "lagged": None,
+                "min_request_completeness": None, "late_gap_share": None, "lagged": None,
                 "threshold": FRONTEND_LAG_THRESHOLD}
     completeness = seen / expected
     return {"completeness": completeness, "requests_complete_share": complete / requests,
-            "min_request_completeness": worst, "lagged": completeness < FRONTEND_LAG_THRESHOLD,
+            "min_request_completeness": worst, "late_gap_share": late / seen if seen else 0.0,
+            "lagged": completeness < FRONTEND_LAG_THRESHOLD,
             "threshold": FRONTEND_LAG_THRESHOLD}
 
 

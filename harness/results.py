@@ -39,6 +39,7 @@ API_CORES, BUSIEST_API, ENGINE_CORES = "API servers (cores)", "busiest API serve
 CLIENT_CORES, GPU_UTIL = "busiest client (cores)", "GPU util (%)"
 CORES = (API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL)
 WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with one chunk per token
+LATE_GAPS = "gaps under 0.1 ms (%)"  # tokens read back to back: late, though in their own chunks
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
 VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
 STRATEGY_LABELS = {name: entry.label for name, entry in STRATEGIES.items()}  # the registry's order
@@ -251,6 +252,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "completeness": front["token_gaps"]["completeness"], "lagged": bool(front["lagged"]),
             WHOLE_REQUESTS: 100 * front["token_gaps"]["requests_complete_share"],
             "min request completeness": front["token_gaps"]["min_request_completeness"],
+            LATE_GAPS: None if (late := front["token_gaps"].get("late_gap_share")) is None else 100 * late,
             API_CORES: front.get("api_server_cores_total"), BUSIEST_API: roles.get("api_server"),
             ENGINE_CORES: roles.get("engine_core"),
             CLIENT_CORES: max(front.get("client_cores") or [], default=None),

@@ -98,6 +98,7 @@ def test_token_gap_completeness_detects_merged_chunks():
     assert lagged["completeness"] == pytest.approx(1 - 2 * 25 / (100 * 49))
     assert lagged["min_request_completeness"] == pytest.approx(24 / 49)
     assert lagged["requests_complete_share"] == pytest.approx(0.98) and lagged["lagged"]
+
     # The merged chunks carry all their tokens: throughput does not change.
     assert summarize(detail)["output_throughput_tok_s"] == pytest.approx(
         summarize(_rate_inf_detail())["output_throughput_tok_s"], rel=0.01)
@@ -107,6 +108,18 @@ def test_token_gap_completeness_detects_merged_chunks():
                            [0.4], 1)
     assert check["lagged"] and check["server_cores_by_role"] == {"engine_core": 1.0, "api_server": 0.97}
     assert check["client_processes"] == 1 and check["client_cores"] == [0.4]
+
+
+def test_tokens_read_back_to_back_are_late_though_complete():
+    """Tokens of one request read within 0.1 ms in separate chunks (no engine step is that short)
+    keep completeness at 1.0 but show as the late-gap share, the lateness completeness misses."""
+    detail = _rate_inf_detail()
+    assert token_gap_completeness(detail, list(range(100)))["late_gap_share"] == 0.0
+    for i in (30, 31):
+        detail["itls"][i] = [0.04, 0.0] * 24 + [0.02]  # every other token waited one step
+    late = token_gap_completeness(detail, list(range(100)))
+    assert late["completeness"] == 1.0 and not late["lagged"]
+    assert late["late_gap_share"] == pytest.approx(2 * 24 / (100 * 49))
 
 
 def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
