@@ -1,91 +1,87 @@
 #!/usr/bin/env bash
-# The front-end study (issue #14), then Tasks 2 and 3 in the setting whose front end kept up.
+# The front-end study (issue #14), then Tasks 2 and 3 in the setting whose front end kept up,
+# as sittings: each fits one 30-minute GPU lease and holds every configuration it compares.
 #
-#   bash experiments/frontend_lift.sh [--dry-run]
+#   bash experiments/frontend_lift.sh SITTING [--dry-run]     # SITTING: see `sittings` below
+#   bash experiments/frontend_lift.sh --list                  # the sittings and their state
 #
-# All on one machine, one after another, with the handout's load (random 1024 in / 256 out,
-# 1000 prompts, seed 42, --ignore-eos), 256 sequences, RUNS (3) runs per point,
-# models/qwen3-0.6b with dummy weights (task2.sh/task3.sh --offline):
-#   1. capacity (budget 2048, rate inf) with API_SERVERS (4) API servers, the load sent by one
-#      client process and split over two (is the client a limit?)   -> results/task2_api-4/
-#   2. the same with one API server (the handout's server)           -> results/task2_api-1/
-#   3. budget 2048 with API_SERVERS at Poisson rates below saturation: 16 and 0.9 x capacity.
-#      At rate inf no setting kept up (the engine core, not the API server, is then the limit),
-#      so the setting is chosen here: if one of these runs lagged, step 3 is repeated with
-#      MORE_API_SERVERS (8)                                           -> results/task2_api-N/
-#   4. Task 3 in that setting: default, Strategy A, SJF at rate 8 and at the stress rate
-#      (0.9 x capacity), fixed and variable-length loads             -> results/task3_api-N/
-#   5. Task 2's other budgets in that setting: rate 16, 0.9 x capacity, rate inf
-# Done runs are skipped (the harness checks each result file), so a study cut short by a time
-# limit resumes where it stopped; every run's front-end check is in its file.
+# Every run: the handout's load (random 1024 in / 256 out, 1000 prompts, seed 42, --ignore-eos),
+# 256 sequences, RUNS (3) runs per point, models/qwen3-0.6b with dummy weights (--offline), one
+# H200. Machines of one kind differ by up to 2x, so what is compared runs in one sitting (each
+# result file records the machine's boot id, `meta.machine_boot_id`): a sitting re-runs a point
+# already measured in another sitting into its own folder rather than mixing the two.
+# Done runs are skipped, so a sitting cut short resumes on the next lease; a resumed sitting is
+# then two sittings, which the report says (`one sitting` / `2 sittings` beside each comparison).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RESULTS="${RESULTS:-$ROOT/results}"
-API_SERVERS="${API_SERVERS:-4}"
-MORE_API_SERVERS="${MORE_API_SERVERS:-8}"
+API="${API_SERVERS:-4}"
 RUNS="${RUNS:-3}"
+STRESS="${STRESS_RATE:-39}"  # 0.9 x the capacity measured in sitting `capacity` (task2_api-4)
 COMMON=(--offline --runs "$RUNS" --no-plot)
 
 say() {
   echo "[frontend_lift] $(date -u +%H:%M:%S) $*"
 }
 
-lab_python() {
-  if [ -x "$ROOT/.venv/bin/python" ]; then echo "$ROOT/.venv/bin/python"; else echo python3; fi
+task2() {
+  # task2 FOLDER ARGS...: Task 2 with API API servers into results/FOLDER.
+  local folder="$1"
+  shift
+  bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$API" --out-dir "$RESULTS/$folder" "$@"
 }
 
-capacity() {
-  # capacity API: Task 2 at budget 2048, rate inf, with API API-server processes.
-  local clients="$2"
-  bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates inf \
-    --api-servers "$1" --clients "$clients" --out-dir "$RESULTS/task2_api-$1"
+task3() {
+  # task3 ARGS...: Task 3 with API API servers into results/task3_api-API.
+  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$API" --out-dir "$RESULTS/task3_api-$API" "$@"
 }
 
-kept_up_below_saturation() {
-  # kept_up_below_saturation FOLDER: true when the folder has Poisson-rate runs at budget 2048
-  # and every one's completeness is >= 0.99.
-  "$(lab_python)" - "$1" <<'PY'
-import json, sys
-from pathlib import Path
-flags = [json.loads(p.read_text())["frontend"]["lagged"] for p in Path(sys.argv[1]).glob("mnbt-2048_rate-*.json")
-         if "rate-inf" not in p.name]
-sys.exit(0 if flags and not any(flags) else 1)
-PY
+sittings() {
+  # NAME | minutes on an H200 | what it measures (done: 2026-12-02 leases)
+  cat <<EOF
+capacity      | 15 | budget 2048, rate inf: $API API servers with 1 and 2 client processes, then 1 API server (done)
+below         | 12 | budget 2048 at 16 req/s and $STRESS req/s with $API API servers (done)
+task3-stress  | 27 | Task 3 default, A, SJF at $STRESS req/s, fixed and varlen (done but SJF varlen: 1 of 3 runs)
+task3-rate8   | 28 | Task 3 default, A, SJF at the handout's 8 req/s, fixed load
+task2-inf     | 18 | Task 2, all five budgets at rate inf
+task2-stress  | 28 | Task 2, all five budgets at $STRESS req/s
+task2-16      | 27 | Task 2, all five budgets at the handout's 16 req/s
+EOF
 }
 
-below_saturation() {
-  # below_saturation API: budget 2048 at rate 16 and 0.9 x capacity with API API-server processes.
-  capacity "$1" 1
-  bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates 16 \
-    --near-saturation 0.9 --api-servers "$1" --out-dir "$RESULTS/task2_api-$1"
+run_sitting() {
+  case "$1" in
+    capacity)
+      bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates inf --api-servers "$API" \
+        --clients 1,2 --out-dir "$RESULTS/task2_api-$API"
+      bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates inf --api-servers 1 \
+        --out-dir "$RESULTS/task2_api-1" ;;
+    below) task2 "task2_api-$API" --values 2048 --rates "16,$STRESS" ;;
+    task3-stress)
+      for strategy in default prefill-first sjf; do
+        task3 --strategies "$strategy" --rate "$STRESS" --stress-rate "$STRESS"
+      done ;;
+    task3-rate8)
+      for strategy in default prefill-first sjf; do
+        task3 --strategies "$strategy" --workloads fixed --rate 8 --stress-rate 8
+      done ;;
+    task2-inf) task2 "task2_api-${API}_budgets" --rates inf ;;
+    task2-stress) task2 "task2_api-${API}_budgets" --rates "$STRESS" ;;
+    task2-16) task2 "task2_api-${API}_budgets" --rates 16 ;;
+    *) echo "error: unknown sitting '$1'; the sittings:" >&2; sittings >&2; exit 2 ;;
+  esac
 }
 
 main() {
-  DRY_RUN=()
-  [ "${1:-}" = --dry-run ] && DRY_RUN=(--dry-run)
-  say "1/5: capacity with $API_SERVERS API servers, 1 and 2 client processes"
-  capacity "$API_SERVERS" 1,2
-  say "2/5: capacity with 1 API server"
-  capacity 1 1
-  say "3/5: budget 2048 below saturation with $API_SERVERS API servers"
-  below_saturation "$API_SERVERS"
-  local api="$API_SERVERS"
-  if [ ${#DRY_RUN[@]} -eq 0 ] && ! kept_up_below_saturation "$RESULTS/task2_api-$api"; then
-    say "3/5: $api API servers lagged below saturation; now $MORE_API_SERVERS"
-    api="$MORE_API_SERVERS"
-    below_saturation "$api"
+  if [ $# -eq 0 ] || [ "$1" = --list ] || [ "$1" = --help ]; then
+    sittings
+    return 0
   fi
-  local stress
-  stress="$(PYTHONPATH="$ROOT" "$(lab_python)" -c 'import sys
-from harness import sweep
-print(sweep.stress_rate(sweep.Path(sys.argv[1]), 256))' "$RESULTS/task3_api-$api")"
-  say "4/5: Task 3 with $api API servers at rate 8 and the stress rate $stress req/s"
-  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$api" --rate 8 \
-    --stress-rate "$stress" --out-dir "$RESULTS/task3_api-$api"
-  say "5/5: Task 2's other budgets with $api API servers"
-  bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values "512 1024 4096 8192" --rates 16,inf \
-    --near-saturation 0.9 --api-servers "$api" --out-dir "$RESULTS/task2_api-$api"
-  say "done"
+  DRY_RUN=()
+  [ "${2:-}" = --dry-run ] && DRY_RUN=(--dry-run)
+  say "sitting $1"
+  run_sitting "$1"
+  say "sitting $1 done"
 }
 
 main "$@"

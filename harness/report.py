@@ -27,7 +27,7 @@ from harness.document import Block, bullets, heading, image, para, render_markdo
 from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
                              LATE_GAPS, METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range,
                              load_label, meta_field, point_table, provenance_line, shown,
-                             span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
+                             sitting_text, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 SATURATION_TOLERANCE = 0.05  # a budget within 5% of the best throughput counts as saturated
@@ -530,7 +530,8 @@ def task3_answers(rows: pd.DataFrame) -> list[str]:
             found = [f"{c.replace(' (ms)', '').replace(' (tok/s)', '')} {span_text(own[c], 0)} against "
                      f"{span_text(base[c], 0)}" for c in (*METRICS, THROUGHPUT) if separated(own[c], base[c])]
             spread = max(spread_pct(p, c, "strategy") for p in (own, base) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
-            facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, {len(own)} / "
+            facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, "
+                         f"{sitting_text(pd.concat([own, base])['sitting'])}, {len(own)} / "
                          f"{len(base)} runs against the default): "
                          + (f"too few runs to separate (at least {MIN_RUNS_TO_SEPARATE} a side)"
                             if min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE else

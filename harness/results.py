@@ -239,6 +239,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         budget = server_flag(cfg.get("server_args"), "--max-num-batched-tokens")
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
+            "sitting": run.meta.get("machine_boot_id"),
             **dict(zip(("api servers", "clients"), run.served_by)),
             "strategy": current_name(cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"]),
             "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
@@ -313,6 +314,13 @@ def span_text(values: pd.Series, digits: int = 3) -> str:
         return "n/a"
     low, high = f"{values.min():.{digits}f}", f"{values.max():.{digits}f}"
     return low if low == high else f"{low}-{high}"
+
+
+def sitting_text(sittings: pd.Series) -> str:
+    """'one sitting' when every run recorded the same machine boot, else how many (or unknown)."""
+    if sittings.isna().any():
+        return "sitting not recorded"
+    return "one sitting" if sittings.nunique() == 1 else f"{sittings.nunique()} sittings"
 
 
 def lag_text(lagged: pd.Series) -> str:
