@@ -15,7 +15,6 @@ counted, and the claims that rested on them are withdrawn by name (``WITHDRAWN``
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -464,7 +463,8 @@ def task2_section(res: Results) -> list[Block]:
     cfg = res.runs("task2")[0].config
     present = sorted(rows[BUDGET].unique())
     missing = [b for b in HANDOUT_BUDGETS if b not in present]
-    other_flags = re.sub(r"--max-num-batched-tokens[ =]\S+ ?", "", cfg.get("server_args", "")).strip()
+    other_flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in cfg["server_params"].items()
+                           if k != "max_num_batched_tokens")
     blocks.append(para(f"Workload {cfg.get('workload')}, bench flags `{cfg.get('bench_args')}`, "
                        f"other server flags `{other_flags}`; budgets "
                        f"{', '.join(map(str, present))}"

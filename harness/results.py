@@ -220,11 +220,6 @@ def client_start_spread_s(run: Run) -> float | None:
     return max(firsts) - min(firsts)
 
 
-def server_flag(server_args: str, flag: str) -> str | None:
-    match = re.search(rf"{re.escape(flag)}[ =](\S+)", server_args or "")
-    return match.group(1) if match else None
-
-
 def run_rows(loaded: list[Run]) -> pd.DataFrame:
     """One row per run: what was run (setting, strategy, workload, rate, budget), the summary's
     latencies and throughput, SLO attainment and goodput recomputed from the per-request data,
@@ -236,7 +231,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         gpu = (run.host or {}).get("gpu_util") or {}
         roles = front.get("server_cores_by_role") or {}
         attained = slo_attainment(run.detail, parse_slo(cfg.get("goodput")), cfg["warmup_fraction"])
-        budget = server_flag(cfg.get("server_args"), "--max-num-batched-tokens")
+        budget = cfg["server_params"].get("max_num_batched_tokens")
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"),

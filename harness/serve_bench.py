@@ -668,6 +668,32 @@ def counters_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) 
 # --------------------------------------------------------------------------------------------
 # One configuration
 # --------------------------------------------------------------------------------------------
+def flag_params(tokens: list[str]) -> dict[str, Any]:
+    """Command-line flags as the structured record readers use (``--max-num-batched-tokens 2048``
+    -> ``{"max_num_batched_tokens": 2048}``; a flag without a value -> True), so that no reader
+    parses a flag string back."""
+    params: dict[str, Any] = {}
+    for i, token in enumerate(tokens):
+        if not token.startswith("--"):
+            continue
+        key, eq, value = token[2:].partition("=")
+        if not eq:
+            following = tokens[i + 1] if i + 1 < len(tokens) else None
+            value = following if following is not None and not following.startswith("--") else True
+        params[key.replace("-", "_")] = typed(value)
+    return params
+
+
+def typed(value: str | bool) -> Any:
+    """'2048' -> 2048, '0.9' -> 0.9, '{"input": 0.9}' -> a dict, anything else unchanged."""
+    for kind in (int, float, json.loads):
+        try:
+            return kind(value) if isinstance(value, str) else value
+        except ValueError:  # json.JSONDecodeError is one
+            pass
+    return value
+
+
 def build_server_command(args: argparse.Namespace, model: str, port: int, scheduler_cls: str) -> list[str]:
     command = shlex.split(os.environ.get("LAB3_SERVE_CMD", "")) or vllm_cli() + ["serve"]
     command += ["--model", model, "--host", "127.0.0.1", "--port", str(port)]
@@ -860,6 +886,8 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
             "bench_commands": [shlex.join(cmd) for cmd in bench_cmds],
             "server_args": args.server_args,
             "bench_args": " ".join(filter(None, [args.bench_args, spec.load.bench_args])),
+            "server_params": flag_params(shlex.split(args.server_args)),
+            "bench_params": flag_params(shlex.split(args.bench_args) + shlex.split(spec.load.bench_args)),
             "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
             "goodput": args.goodput or None,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),

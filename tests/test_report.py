@@ -125,7 +125,7 @@ def test_task2_answers_come_only_from_runs_that_kept_up():
     by_budget: dict[int, list[float]] = {}
     for path in (RESULTS / "task2").glob("*_rate-inf_run-*.json"):
         run = json.loads(path.read_text())
-        budget = int(layer.server_flag(run["config"]["server_args"], "--max-num-batched-tokens"))
+        budget = run["config"]["server_params"]["max_num_batched_tokens"]
         by_budget.setdefault(budget, []).append(run["summary"]["output_throughput_tok_s"])
     medians = {b: statistics.median(v) for b, v in by_budget.items()}
     best = max(medians.values())
