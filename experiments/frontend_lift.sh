@@ -32,8 +32,16 @@ task2() {
 }
 
 task3() {
-  # task3 ARGS...: Task 3 with API API servers into results/task3_api-API.
-  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$API" --out-dir "$RESULTS/task3_api-$API" "$@"
+  # task3 STRATEGY ARGS...: Task 3 with API API servers into results/task3_api-API. Our strategies
+  # also log every engine step (LAB3_STEP_LOG), the replay simulator's calibration data (issue #17);
+  # vLLM's own scheduler cannot, so its runs stay held out for the simulator's validation.
+  local strategy="$1"
+  shift
+  if [ "$strategy" = default ]; then unset LAB3_STEP_LOG; else
+    export LAB3_STEP_LOG="$RESULTS/steplogs/qwen3-0.6b_api-${API}_${SITTING}_$strategy.csv"
+  fi
+  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$API" --out-dir "$RESULTS/task3_api-$API" \
+    --strategies "$strategy" "$@"
 }
 
 sittings() {
@@ -59,11 +67,11 @@ run_sitting() {
     below) task2 "task2_api-$API" --values 2048 --rates "16,$STRESS" ;;
     task3-stress)
       for strategy in default prefill-first sjf; do
-        task3 --strategies "$strategy" --rate "$STRESS" --stress-rate "$STRESS"
+        task3 "$strategy" --rate "$STRESS" --stress-rate "$STRESS"
       done ;;
     task3-rate8)
       for strategy in default prefill-first sjf; do
-        task3 --strategies "$strategy" --workloads fixed --rate 8 --stress-rate 8
+        task3 "$strategy" --workloads fixed --rate 8 --stress-rate 8
       done ;;
     task2-inf) task2 "task2_api-${API}_budgets" --rates inf ;;
     task2-stress) task2 "task2_api-${API}_budgets" --rates "$STRESS" ;;
@@ -79,6 +87,7 @@ main() {
   fi
   DRY_RUN=()
   [ "${2:-}" = --dry-run ] && DRY_RUN=(--dry-run)
+  SITTING="$1"
   say "sitting $1"
   run_sitting "$1"
   say "sitting $1 done"
