@@ -4,7 +4,8 @@ figures (``plot_results.py``) and the report (``harness/report.py``).
 A serving run is a ``Run``: the typed record of one result file (``meta``, ``config``, ``host``,
 ``frontend``, ``client``, ``engine``, ``summary``; ``serve_bench.py`` writes it) with its folder
 and its per-request arrays, unpacked on first use. Serving folders: ``task2``, ``task3`` and the
-SLO studies ``slo*``, plus any ``<task>_<name>`` folder beside them (e.g. ``task2_api-4``). A run's
+SLO studies ``slo*``, plus any ``<task>_<name>`` folder beside them (e.g. ``task2_api-4``), and the
+replay simulator's ``replay_<name>`` (simulated runs of the loads of ``task*_<name>``). A run's
 *setting* (folder, API-server count, client processes) keeps runs of different settings apart.
 Each row carries the run's front-end check: token-gap completeness below 0.99 marks the run
 "front end lagged". Tables give the median over the runs of a point with their completeness range.
@@ -158,6 +159,7 @@ class Run:
     client: dict[str, Any]
     host: dict[str, Any] | None  # None: a file from before the harness read the host
     engine: dict[str, Any]
+    sim: dict[str, Any] = field(default_factory=dict)  # a replay's ``simulation`` and ``step_model`` blocks
 
     @classmethod
     def read(cls, path: Path) -> Run | None:
@@ -166,7 +168,8 @@ class Run:
         if "summary" not in data or "config" not in data:
             return None
         return cls(path, data.get("meta") or {}, data["config"], data["summary"], data["frontend"],
-                   data["client"], data.get("host"), data.get("engine") or {})
+                   data["client"], data.get("host"), data.get("engine") or {},
+                   {k: data[k] for k in ("simulation", "step_model") if k in data})
 
     @property
     def folder(self) -> str:
@@ -411,7 +414,7 @@ class Results:
     @classmethod
     def load(cls, folder: Path) -> Results:
         task1 = load_json(folder / "task1.json")
-        serving = {p.name: load_runs(p) for task in ("task2", "task3", "slo")
+        serving = {p.name: load_runs(p) for task in ("task2", "task3", "slo", "replay")
                    for p in serving_folders(folder, task)}
         return cls(folder, task1 if task1 and task1.get("methods") else None,
                    {name: runs for name, runs in serving.items() if runs})

@@ -271,16 +271,19 @@ def bench_arrivals(num_prompts: int, rate: float, burstiness: float, seed: int) 
 
 
 def bench_lengths(num_prompts: int, input_len: int, output_len: int, range_ratio: float, seed: int,
-                  num_special_tokens: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                  num_special_tokens: int = 0,
+                  output_range_ratio: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Prompt and output lengths of ``vllm bench serve --dataset-name random``: uniform integers
     in [L(1-r), L(1+r)] from ``np.random.default_rng(seed)``, inputs first (minus the tokenizer's
-    special tokens: none for Qwen3). The prompt built from them can differ by a token after
+    special tokens: none for Qwen3); ``output_range_ratio`` as ``--random-range-ratio
+    '{"input": r, "output": r_out}'`` (default ``range_ratio``). The prompt built from them can differ by a token after
     decoding and re-encoding; the simulator uses the drawn lengths."""
     rng = np.random.default_rng(seed)
     real_in = max(0, input_len - num_special_tokens)
     lo_in, hi_in = math.floor(real_in * (1 - range_ratio)), math.ceil(real_in * (1 + range_ratio))
-    lo_out = max(math.floor(output_len * (1 - range_ratio)), 1)
-    hi_out = max(math.ceil(output_len * (1 + range_ratio)), 1)
+    out_ratio = range_ratio if output_range_ratio is None else output_range_ratio
+    lo_out = max(math.floor(output_len * (1 - out_ratio)), 1)
+    hi_out = max(math.ceil(output_len * (1 + out_ratio)), 1)
     return rng.integers(lo_in, hi_in + 1, size=num_prompts), rng.integers(lo_out, hi_out + 1, size=num_prompts)
 
 
@@ -305,15 +308,18 @@ def replay_class(strategy: str, clock: VirtualClock) -> type:
 
 
 def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens: np.ndarray,
-           step_model: dict[str, Any], config: SimConfig, clock: VirtualClock) -> tuple[dict[str, Any], AsyncScheduler, int]:
+           step_model: dict[str, Any], config: SimConfig, clock: VirtualClock, seed: int = 0) -> tuple[dict[str, Any], AsyncScheduler, int]:
     """Serve the workload as vLLM 0.26's async engine loop does, on the virtual clock.
 
     The engine keeps two steps in flight (``EngineCore.step_with_batch_queue``): it plans step
     N+1 while N runs and applies N's output when N ends, so N+1 is planned before N's tokens
     exist and sees only the arrivals up to N-1's end. The GPU runs the steps one after another:
     a step starts when it is planned or when the previous one ends, whichever is later, and
-    lasts what the step-time model says for its features (an empty step runs nothing). Tokens
-    are stamped with the end of their step. Returns the per-request arrays (as ``vllm bench
+    lasts what the step-time model says for its features (an empty step runs nothing), plus a
+    residual drawn with ``seed`` where the model file has them. Tokens
+    are stamped with the end of their step, or, with the model's ``output_lag_steps`` = 1 (what
+    the H200 logs show), with the end of the step after it, when the engine applies them and
+    plans the next. Returns the per-request arrays (as ``vllm bench
     serve --save-detailed`` has them), the scheduler and the number of steps.
     """
     from my_scheduler import step_features
@@ -326,6 +332,7 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
     token_times: dict[str, list[float]] = {}
     in_flight: deque[tuple[SchedulerOutput, ModelRunnerOutput, float]] = deque()
     gpu_free, nxt, steps, empty_in_row, total = 0.0, 0, 0, 0, len(arrivals)
+    lag, rng = step_model.get("output_lag_steps", 0), np.random.default_rng(seed)
     while nxt < total or in_flight or sched.has_requests():
         while nxt < total and arrivals[nxt] <= clock.now:
             sched.add_request(make_request(int(input_lens[nxt]), int(output_lens[nxt]), request_id=f"sim-{nxt}",
@@ -342,7 +349,7 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
             busy = output.total_num_scheduled_tokens > 0
             start = max(clock.now, gpu_free)
             gpu_free = start + (predict_s(step_model, features.prefill_tokens, features.decode_requests,
-                                          features.context_tokens) if busy else 0.0)
+                                          features.context_tokens, rng) if busy else 0.0)
             in_flight.appendleft((output, fake_model_output(sched, output), gpu_free))
             empty_in_row = 0 if busy else empty_in_row + 1
             if empty_in_row > 8 and not any(o.total_num_scheduled_tokens for o, _, _ in in_flight):
@@ -353,7 +360,7 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
             if len(in_flight) < 2 and (busy or sched.has_requests()):
                 continue
         output, model_output, ends_at = in_flight.pop()
-        clock.now = max(clock.now, ends_at)
+        clock.now = max(clock.now, in_flight[-1][2] if lag and in_flight else ends_at)
         for engine_outputs in sched.update_from_output(output, model_output).values():
             for out in engine_outputs.outputs:
                 token_times.setdefault(out.request_id, []).extend([clock.now] * len(out.new_token_ids))
@@ -385,19 +392,23 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     model = step_model.load(args.step_model)
     rate = float(args.rate)
     arrivals = bench_arrivals(args.num_prompts, rate, args.burstiness, args.seed)
-    inputs, outputs = bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed)
+    inputs, outputs = bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
+                                    output_range_ratio=args.output_range_ratio)
     config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                        num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16)
     clock = VirtualClock()
     started, cpu_started = time.perf_counter(), time.process_time()
-    detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config, clock)
+    detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config,
+                                  clock, args.seed)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     print(f"simulated {args.num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
           f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
     server_args = (f"--max-num-batched-tokens {args.max_num_batched_tokens} --max-num-seqs {args.max_num_seqs}"
                    f" --num-gpu-blocks-override {args.num_gpu_blocks}")
+    ratio = (args.range_ratio if args.output_range_ratio is None
+             else f"'{{\"input\": {args.range_ratio}, \"output\": {args.output_range_ratio}}}'")
     bench_args = (f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
-                  f"{args.output_len} --random-range-ratio {args.range_ratio} --burstiness {args.burstiness} --ignore-eos")
+                  f"{args.output_len} --random-range-ratio {ratio} --burstiness {args.burstiness} --ignore-eos")
     summary = summarize(detail, args.warmup_fraction, args.timeout_s)
     record = {
         "schema_version": SCHEMA_VERSION, "simulated": True,
@@ -441,6 +452,8 @@ def add_replay_parser(sub: Any) -> None:
                                 ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
                                 ("--warmup-fraction", float, 0.1), ("--timeout-s", float, 30.0)):
         r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
+    r.add_argument("--output-range-ratio", type=float, default=None,
+                   help="output's range ratio where it differs from the input's (default --range-ratio)")
     r.add_argument("--out", type=Path, required=True)
 
 

@@ -14,7 +14,7 @@ from harness import results as layer
 from harness.lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
-SERVING = sorted(RESULTS.glob("*/*.json"))
+SERVING = sorted(p for p in RESULTS.glob("*/*.json") if p.parent.name != "steplogs")  # not the step-model fit
 
 
 def _copy_run(source: Path, folder: Path) -> None:

@@ -95,6 +95,51 @@ def test_fit_recovers_known_coefficients(tmp_path):
     assert fitted["provenance"]["gpu"] == "none" and fitted["num_steps"] <= 800
 
 
+def test_step_log_reader_takes_xz_and_the_fit_finds_the_output_lag(tmp_path):
+    """A log whose every time is the *next* step's (the engine applies N's output after N+1 ran),
+    written xz-compressed: read as the plain CSV is, fitted at lag 1 with the coefficients back."""
+    import lzma
+
+    rng = np.random.default_rng(1)
+    n = 600
+    prefill = rng.integers(0, 2049, n) * (rng.random(n) < 0.5)
+    decode = rng.integers(1, 257, n)
+    context = prefill + decode * rng.integers(200, 1300, n)
+    own = design_secs(prefill, decode, context)
+    secs = np.append(own[1:], own[-1])  # row i carries step i+1's time
+    text = ",".join(ms.StepTimeLog.COLUMNS) + "\n" + "".join(
+        f"{p},{d},{d},{c},{d + (p > 0)},{round(t * 1e6)},1\n" for p, d, c, t in zip(prefill, decode, context, secs))
+    (tmp_path / "steps.csv").write_text(text)
+    (tmp_path / "steps.csv.xz").write_bytes(lzma.compress(text.encode()))
+    plain, packed = (step_model.read_step_log(tmp_path / name) for name in ("steps.csv", "steps.csv.xz"))
+    assert plain.keys() == packed.keys() and all((plain[k] == packed[k]).all() for k in plain)
+    fitted = step_model.fit([tmp_path / "steps.csv.xz"], "none", "synthetic")
+    assert fitted["output_lag_steps"] == 1 and fitted["r2"] > 0.999
+    for term, value in LAGGED.items():
+        assert fitted["coefficients"][term] == pytest.approx(value, rel=0.02, abs=1e-9)
+    assert set(fitted["residual_quantiles_s"]) == {"0", "1"}
+
+
+LAGGED = {**COEFFS, "has_prefill": 0.015}
+
+
+def design_secs(prefill, decode, context):
+    c = LAGGED
+    return (c["intercept"] + c["prefill_tokens"] * prefill + c["decode_requests"] * decode
+            + c["context_tokens"] * context + c["has_prefill"] * (prefill > 0))
+
+
+def test_committed_fit_is_the_sjf_log_refitted():
+    """results/steplogs' coefficient file is what `step_model fit` gives for the SJF log alone."""
+    root = Path(__file__).resolve().parent.parent
+    committed = json.loads((root / "results/steplogs/qwen3-0.6b_api-4.fit.json").read_text())
+    assert [Path(e["path"]).name for e in committed["provenance"]["logs"]] == ["qwen3-0.6b_api-4_sjf.csv.xz"]
+    again = step_model.fit([root / e["path"] for e in committed["provenance"]["logs"]], "x", "x")
+    assert again["coefficients"] == pytest.approx(committed["coefficients"])
+    assert again["output_lag_steps"] == committed["output_lag_steps"] == 1
+    assert again["num_steps"] == committed["num_steps"]
+
+
 def test_replay_refuses_to_run_without_a_step_model(tmp_path, capsys):
     assert ss.main(["replay", "--strategy", "default", "--out", str(tmp_path / "x.json")]) == 2
     assert "step-time model is required" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from harness import report, results as layer
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 The serving front end", "## 4 Task 2",
-            "## 5 Task 3", "## 6 Beyond the handout", "## 7 Summary")
+            "## 5 Task 3", "## 6 Beyond the handout", "## 6b The replay simulator", "## 7 Summary")
 
 
 def copy_results(tmp_path: Path) -> Path:
@@ -45,7 +45,8 @@ def test_report_from_the_committed_results(tmp_path):
     assert "dummy (random, real shapes)" in section(text, "## 1 Environment")
 
     # The front-end finding, counted straight from the files' frontend blocks.
-    runs = [json.loads(p.read_text()) for p in sorted(results.glob("*/*.json"))]
+    runs = [r for r in (json.loads(p.read_text()) for p in sorted(results.glob("*/*.json")))
+            if "frontend" in r and not r.get("simulated")]  # GPU runs: no fit file, no replay
     lagged = [r["frontend"]["token_gaps"]["completeness"] for r in runs if r["frontend"]["lagged"]]
     front = section(text, "## 3 The serving front end")
     assert f"The front end lagged in {len(lagged)} of {len(runs)} serving runs" in front
@@ -159,3 +160,33 @@ def test_task3_answers_claim_only_what_every_run_separates():
     few = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 5})])
     assert "every run beyond every run on ITL P99" in report.task3_answers(few)[0]
     assert "too few runs" in report.task3_answers(few.iloc[1:])[0]
+
+
+def test_replay_validation_recomputed_from_the_files():
+    """Section 6b's errors: each replay file's summary against the median of the GPU runs of the
+    same load (one client, kept up), recomputed here straight from the JSON files; and the
+    ranking of Strategy A against the default from the same numbers."""
+    v = report.replay_validation(layer.Results.load(RESULTS))
+    v = v.set_index(["folder", "strategy", "workload", "rate", "metric"])
+    checked = 0
+    for sim_path in sorted((RESULTS / "replay_api-4").glob("*.json")):
+        sim = json.loads(sim_path.read_text())
+        cfg = sim["config"]
+        assert sim["simulated"] and sim["step_model"]["provenance"]["logs"][0]["path"].endswith("_sjf.csv.xz")
+        for folder in ("task2_api-4", "task3_api-4"):
+            real = [r for r in map(lambda p: json.loads(p.read_text()), (RESULTS / folder).glob("*.json"))
+                    if (r["config"]["scheduler"], r["config"]["workload"], r["config"]["rate"]) ==
+                    (cfg["scheduler"], cfg["workload"], cfg["rate"]) and r["config"].get("client_processes", 1) == 1
+                    and not r["frontend"]["lagged"]]
+            if not real:
+                continue
+            for metric, (block, key) in layer.METRICS.items():
+                median = statistics.median(r["summary"][block][key] for r in real)
+                row = v.loc[(folder, cfg["scheduler"], cfg["workload"], cfg["rate"], metric)]
+                assert row["runs"] == len(real) and row["real"] == pytest.approx(median)
+                assert row["error"] == pytest.approx(sim["summary"][block][key] / median - 1)
+            checked += 1
+    assert checked == 9
+    rank = report.replay_ranking(v.reset_index()).set_index(["workload", "metric"])
+    a, d = (v.loc[("task3_api-4", s, "fixed", "39", "ITL P99 (ms)")] for s in ("prefill-first", "default"))
+    assert rank.loc[("fixed", "ITL P99 (ms)"), "same"] == ((a["sim"] > d["sim"]) == (a["real"] > d["real"]))
