@@ -160,6 +160,8 @@ def test_task3_answers_claim_only_what_every_run_separates():
     few = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 5})])
     assert "every run beyond every run on ITL P99" in report.task3_answers(few)[0]
     assert "too few runs" in report.task3_answers(few.iloc[1:])[0]
+    assert report.separations(twin) == [] and report.separations(few) == [
+        "Strategy B1: SJF ITL P99 5.00x (fixed, 39 req/s)"]
 
 
 def test_replay_validation_recomputed_from_the_files():
