@@ -204,7 +204,7 @@ FRONTEND_DEFINITIONS = (
     "requests by start time are dropped as warm-up.")
 
 
-LIFT_PREFIX = "task2_api-"  # experiments/frontend_lift.sh: one folder per API-server count, one sitting
+LIFT_PREFIX = "task2_api-"  # experiments/sittings.sh: one folder per API-server count, one sitting
 
 
 def frontend_section(res: Results) -> list[Block]:
@@ -264,7 +264,7 @@ def handout_front_end_facts(rows: pd.DataFrame) -> list[str]:
 
 
 LIFT_INTRO = (
-    "`experiments/frontend_lift.sh` ran Task 2's budget 2048 on one H200, one setting after another "
+    "`experiments/sittings.sh capacity` ran Task 2's budget 2048 on one H200, one setting after another "
     "in one sitting: first at rate inf (1000 requests of 1024 tokens in, 256 out, all at once) with "
     "one API server, the OpenAI front end spread over several processes (`--api-server-count`), and "
     "the load sent by one `vllm bench serve` process or split over two; then, in a second sitting, "
@@ -274,8 +274,10 @@ LIFT_INTRO = (
 
 
 def lift_rows(res: Results) -> pd.DataFrame:
-    """The front-end study's runs: every ``task2_api-N`` folder."""
-    frames = [res.folder_rows(n) for n in res.folders("task2") if n.startswith(LIFT_PREFIX)]
+    """The front-end study's runs: every ``task2_api-N`` folder (not the budget sweep's
+    ``task2_api-N_budgets``, a later sitting of another question)."""
+    frames = [res.folder_rows(n) for n in res.folders("task2")
+              if n.startswith(LIFT_PREFIX) and n.removeprefix(LIFT_PREFIX).isdigit()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The front-end study (issue #14), then Tasks 2 and 3 in the setting whose front end kept up,
-# as sittings: each fits one 30-minute GPU lease and holds every configuration it compares.
+# The project's GPU work as sittings: each fits one 30-minute lease and holds every configuration
+# it compares. The front-end study and Tasks 2 and 3 in the setting whose front end kept up
+# (issue #14), and the GPU-bound regime of the SLO study and the simulator (issues #16, #17).
 #
-#   bash experiments/frontend_lift.sh SITTING [--dry-run]     # SITTING: see `sittings` below
-#   bash experiments/frontend_lift.sh --list                  # the sittings and their state
+#   bash experiments/sittings.sh SITTING [--dry-run]     # SITTING: see `sittings` below
+#   bash experiments/sittings.sh --list                  # the sittings and their state
 #
 # Every run: the handout's load (random 1024 in / 256 out, 1000 prompts, seed 42, --ignore-eos),
 # 256 sequences, RUNS (3) runs per point, models/qwen3-0.6b with dummy weights (--offline), one
@@ -21,7 +22,13 @@ STRESS="${STRESS_RATE:-39}"  # 0.9 x the capacity measured in sitting `capacity`
 COMMON=(--offline --runs "$RUNS" --no-plot)
 
 say() {
-  echo "[frontend_lift] $(date -u +%H:%M:%S) $*"
+  echo "[sittings] $(date -u +%H:%M:%S) $*"
+}
+
+lab_python() {
+  # The interpreter the wrappers use: LAB3_PYTHON, else the project's .venv, else python3.
+  local py="${LAB3_PYTHON:-$ROOT/.venv/bin/python}"
+  if [ -x "$py" ] || command -v "$py" >/dev/null; then echo "$py"; else echo python3; fi
 }
 
 task2() {
@@ -44,6 +51,23 @@ task3() {
     --strategies "$strategy" "$@"
 }
 
+gpu_bound_regime() {
+  # The Qwen3-8B architecture (models/qwen3-8b, dummy weights): steps long enough that the GPU, not
+  # Python, sets the pace. Its capacity first; the rates of its step-logged runs derive from it.
+  local folder="$RESULTS/regime_qwen3-8b" model=(--model "$ROOT/models/qwen3-8b" --dummy-weights)
+  bash "$ROOT/task2.sh" --runs "$RUNS" --no-plot "${DRY_RUN[@]}" "${model[@]}" --values 2048 --rates inf \
+    --api-servers "$API" --out-dir "$folder"
+  local half=8 near=14  # a dry run has no capacity to derive them from
+  if [ ${#DRY_RUN[@]} -eq 0 ]; then
+    read -r half near < <(PYTHONPATH="$ROOT" "$(lab_python)" -c 'import sys; from pathlib import Path
+from harness.sweep import capacity_rate as c
+print(*(round(c(Path(sys.argv[1]), "mnbt-2048", f, 256)) for f in (0.5, 0.9)))' "$folder")
+  fi
+  export LAB3_STEP_LOG="$RESULTS/steplogs/qwen3-8b_api-${API}_${SITTING}_kv-recorder.csv"
+  bash "$ROOT/task3.sh" --runs 1 --no-plot "${DRY_RUN[@]}" "${model[@]}" --api-servers "$API" \
+    --out-dir "$folder" --strategies kv-recorder --workloads "fixed varlen" --rate "$half" --stress-rate "$near"
+}
+
 sittings() {
   # NAME | minutes on an H200 | what it measures (done: 2026-12-02 leases)
   cat <<EOF
@@ -54,6 +78,8 @@ task3-rate8   | 28 | Task 3 default, A, SJF at the handout's 8 req/s, fixed load
 task2-inf     | 18 | Task 2, all five budgets at rate inf
 task2-stress  | 28 | Task 2, all five budgets at $STRESS req/s
 task2-16      | 27 | Task 2, all five budgets at the handout's 16 req/s
+8b-capacity   | 25 | Qwen3-8B shapes (GPU-bound regime): capacity at budget 2048, rate inf; then the default
+              |    | policy logging its steps (kv-recorder) at 0.5 and 0.9 x that capacity, for the simulator
 EOF
 }
 
@@ -76,6 +102,7 @@ run_sitting() {
     task2-inf) task2 "task2_api-${API}_budgets" --rates inf ;;
     task2-stress) task2 "task2_api-${API}_budgets" --rates "$STRESS" ;;
     task2-16) task2 "task2_api-${API}_budgets" --rates 16 ;;
+    8b-capacity) gpu_bound_regime ;;
     *) echo "error: unknown sitting '$1'; the sittings:" >&2; sittings >&2; exit 2 ;;
   esac
 }
