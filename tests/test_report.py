@@ -162,6 +162,12 @@ def test_task3_answers_claim_only_what_every_run_separates():
     assert "too few runs" in report.task3_answers(few.iloc[1:])[0]
     assert report.separations(twin) == [] and report.separations(few) == [
         "Strategy B1: SJF ITL P99 5.00x (fixed, 39 req/s)"]
+    # The withdrawn claim "SJF beats the default on the fixed-length load", settled by these runs.
+    assert report.task3_verdicts(twin) == [
+        "SJF beating the default on the fixed-length load (fixed, 39 req/s, 3 / 3 runs): does not hold; "
+        "no latency separates."]
+    low = pd.concat([same, same.assign(strategy="sjf", **{"TTFT P50 (ms)": same["TTFT P50 (ms)"] / 5})])
+    assert report.task3_verdicts(low)[0].endswith("holds on TTFT P50.")
 
 
 def test_replay_validation_recomputed_from_the_files():
