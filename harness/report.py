@@ -27,7 +27,7 @@ from harness import step_model
 from harness.document import Block, bullets, heading, image, para, render_markdown, render_pdf, table
 from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
                              LATE_GAPS, METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range,
-                             load_label, meta_field, point_table, provenance_line, shown,
+                             load_label, parse_slo, slo_attainment, meta_field, point_table, provenance_line, shown,
                              sitting_text, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
@@ -681,7 +681,90 @@ def slo_section(res: Results) -> list[Block]:
                    image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate")]
         if rows["lagged"].any():
             blocks.append(para(lag_sentence(rows, "this study")))
-    return blocks
+    return blocks + screen_section(res)
+
+
+SCREEN = "replay_screen_api-4"  # simulated replays of issue #16's grid: a plan for GPU runs, not a result
+SCREEN_SLOS = ("ttft:500 tpot:50", "ttft:200 tpot:25")  # the lab's pair, and the tight one
+
+
+def slo_capacity(rates: pd.Series, attained: pd.Series, level: float = 0.9) -> float:
+    """Highest rate with attainment >= ``level``, linear between the grid rates around the last
+    crossing; the top rate where all meet it (a lower bound), NaN where none does."""
+    r, a = np.asarray(rates, float), np.asarray(attained, float)
+    ok = np.flatnonzero(a >= level)
+    if not len(ok) or ok[-1] == len(r) - 1:
+        return r[-1] if len(ok) else float("nan")
+    i = ok[-1]
+    return r[i] + (a[i] - level) / (a[i] - a[i + 1]) * (r[i + 1] - r[i])
+
+
+def screen_tables(res: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Attainment per replay and SLO pair; capacity per strategy (of the replays' mean attainment,
+    and each replay's) and its ratio to the default's."""
+    att = pd.DataFrame([{"slo": slo, "strategy": r.config["scheduler"], "workload": r.config["workload"],
+                         "rate": float(r.config["rate"]), "run": r.config["run"], "attainment": a["attainment"],
+                         "tpot missed": a["num_missed_by_term"]["tpot"] / a["num_kept"]}
+                        for r in res.serving.get(SCREEN, []) for slo in SCREEN_SLOS
+                        for a in [slo_attainment(r.detail, parse_slo(slo), r.config["warmup_fraction"])]])
+    if att.empty:
+        return att, att
+    att = att.sort_values(["slo", "workload", "strategy", "rate", "run"])
+    cap = lambda g: slo_capacity(g["rate"], g["attainment"])  # noqa: E731
+    keys = ["slo", "workload", "strategy"]
+    mean = att.groupby([*keys, "rate"], sort=False)["attainment"].mean().reset_index()
+    caps = mean.groupby(keys, sort=False).apply(cap).rename("capacity").reset_index()
+    each = att.groupby([*keys, "run"], sort=False).apply(cap).rename("c").reset_index()
+    caps["replay range"] = each.groupby(keys, sort=False)["c"].agg(
+        lambda c: span_text(c, 1) + (f" ({c.isna().sum()} below the grid)" if c.isna().any() else "")).values
+    base = caps[caps["strategy"] == "default"].set_index(["slo", "workload"])["capacity"]
+    caps["vs default"] = caps["capacity"] / base.reindex(pd.MultiIndex.from_frame(caps[["slo", "workload"]])).values
+    grid = att.groupby(keys, sort=False)["rate"].agg(["min", "max"]).values
+    caps["text"] = [f"<{lo:.0f}" if np.isnan(c) else (f">={c:.0f}" if c == hi else f"{c:.1f}")
+                    for c, (lo, hi) in zip(caps["capacity"], grid)]  # outside the grid: a bound
+    return att, caps
+
+
+def screen_section(res: Results) -> list[Block]:
+    att, caps = screen_tables(res)
+    if caps.empty:
+        return []
+    wide = att.groupby(["slo", "workload", "strategy", "rate"], sort=False)["attainment"].agg(
+        lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})").unstack("rate").fillna("").reset_index()
+    shown_caps = caps.assign(strategy=caps["strategy"].map(strategy_label), capacity=caps["text"],
+                             **{"vs default": caps["vs default"].map(lambda v: "n/a" if np.isnan(v) else f"{v:.2f}x")}
+                             ).drop(columns="text")
+    fixed = caps[caps["workload"] == "fixed"].set_index(["slo", "strategy"])
+    ours = caps[caps["strategy"] != "default"]
+    best = ours.groupby("strategy")["vs default"].max()
+    gain = "; ".join(f"{strategy_label(r['strategy'])} {r['vs default']:.2f}x ({r['workload']}, {r['slo']})" for r in
+                     ours[ours["vs default"] >= 1.05].sort_values("vs default", ascending=False).to_dict("records"))
+    vec = att.pivot_table(index=["workload", "slo", "rate", "run"], columns="strategy", values="attainment")
+    same = [f"{strategy_label(a)} = {strategy_label(b)} ({w})" for w, g in vec.groupby(level=0)
+            for i, a in enumerate(g.columns) for b in g.columns[i + 1:] if g[a].equals(g[b])]
+    runs = res.serving[SCREEN]
+    return [heading("Simulated screen (issue #16): where scheduling may pay -- a plan for GPU runs, not a result", 3),
+            para(f"Each point replayed {att['run'].max()} times by `harness/sched_sim.py replay` (the H200 step "
+                 f"model of section 6b; one workload seed, {runs[0].config['seed']}; residual seeds 1-"
+                 f"{att['run'].max()}), {len(runs)} replays in `results/{SCREEN}/`. SLO capacity: the highest "
+                 "rate with >= 90% of kept requests meeting the SLO, linear between grid rates, of the replays' "
+                 "mean attainment (range: each replay's own; '>=' or '<': outside the grid). The tight pair "
+                 f"binds: the default's capacity on the fixed load is {fixed.loc[(SCREEN_SLOS[1], 'default'), 'text']} "
+                 f"req/s under it against {fixed.loc[(SCREEN_SLOS[0], 'default'), 'text']} under the lab's "
+                 "pair; requests over the TPOT term: at most "
+                 + " and ".join(f"{att.loc[att['slo'] == slo, 'tpot missed'].max():.0%}" for slo in SCREEN_SLOS)
+                 + " of a replay's kept requests under the two pairs. Cells: mean attainment (replays' range, %)."), table(wide), table(shown_caps),
+            bullets([f"No strategy reaches issue #16's 1.2x the default's SLO capacity in the simulator (best "
+                     f"{best.max():.2f}x). At 1.05x or more: {gain or 'none'}: the candidates for GPU runs (3 or more per "
+                     "point, at rates around the default's capacity and theirs).",
+                     "Expected to earn nothing (at most 1.00x at every pair and load): "
+                     f"{', '.join(map(strategy_label, best[best <= 1.0].index)) or 'none'}. Identical replays "
+                     f"(same attainment everywhere): {'; '.join(same) or 'none'}. D and E ran at their "
+                     "default settings (the lab's pair); tuned to the tight pair they are not screened.",
+                     "Known error (section 6b): throughput within 5%, but TTFT near saturation off by up to 2x "
+                     "and the GPU's own runs of one load spread several-fold; API servers and client are not "
+                     "modelled. A capacity here may move by a few req/s on the GPU; only GPU runs (>= 3 per "
+                     "point) can give the confidence intervals issue #16 asks for."])]
 
 
 # --------------------------------------------------------------------------------------------
@@ -698,8 +781,10 @@ def replay_validation(res: Results) -> pd.DataFrame:
     out = []
     for name in res.folders("replay"):
         suffix = name.split("_", 1)[1]
-        real = pd.concat([res.folder_rows(f) for t in ("task2", "task3") for f in res.folders(t)
-                          if f.endswith("_" + suffix)])
+        real = [res.folder_rows(f) for t in ("task2", "task3") for f in res.folders(t) if f.endswith("_" + suffix)]
+        if not real:  # a replay folder without GPU runs of its loads (the screen) validates nothing
+            continue
+        real = pd.concat(real)
         real = kept_up(real[real["clients"] == 1])
         both = res.folder_rows(name).merge(real, on=["strategy", "workload", "rate"], suffixes=(" sim", ""))
         keys = ["folder", "strategy", "workload", "rate"]
@@ -750,7 +835,7 @@ def replay_section(res: Results) -> list[Block]:
     v = replay_validation(res)
     if v.empty:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".")]
-    runs = res.serving[res.folders("replay")[0]]
+    runs = res.serving[next(f for f in res.folders("replay") if f != SCREEN)]
     sm, cpu = runs[0].sim["step_model"], pd.Series([r.sim["simulation"]["cpu_s"] for r in runs])
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
     logs = ", ".join(Path(entry["path"]).name for entry in sm["provenance"]["logs"])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import itertools
+import json
 import math
 import os
 import statistics
@@ -385,7 +386,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``replay``: simulate, time it, write the result file (schema of ``serve_bench.py``)."""
     import my_scheduler
     from harness import step_model
-    from harness.lab_metrics import frontend_check, summarize, write_run
+    from harness.lab_metrics import frontend_check, pack_detail, summarize, unpack_detail, write_run
     from harness.provenance import collect_meta
     from harness.serve_bench import SCHEMA_VERSION, rate_label
 
@@ -395,11 +396,13 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     inputs, outputs = bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
                                     output_range_ratio=args.output_range_ratio)
     config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                       num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16)
+                       num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16,
+                       additional_config=json.loads(args.additional_config))
+    residual_seed = args.seed if args.residual_seed is None else args.residual_seed
     clock = VirtualClock()
     started, cpu_started = time.perf_counter(), time.process_time()
     detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config,
-                                  clock, args.seed)
+                                  clock, residual_seed)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     print(f"simulated {args.num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
           f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
@@ -410,25 +413,27 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     bench_args = (f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
                   f"{args.output_len} --random-range-ratio {ratio} --burstiness {args.burstiness} --ignore-eos")
     summary = summarize(detail, args.warmup_fraction, args.timeout_s)
+    stored = unpack_detail(pack_detail(detail))  # the front-end check of the arrays as the file keeps them
     record = {
         "schema_version": SCHEMA_VERSION, "simulated": True,
         "meta": collect_meta(model["provenance"].get("model", "?"), "none (simulated)", ["sched_sim.py", *argv]),
         "config": {"task": "sim", "tag": args.strategy, "workload": args.workload, "rate": rate_label(args.rate),
-                   "run": 1, "scheduler": args.strategy,
+                   "run": args.run, "scheduler": args.strategy,
                    "scheduler_cls": my_scheduler.resolve_strategy(args.strategy) or None,
                    "num_prompts": args.num_prompts, "seed": args.seed, "server_args": server_args,
                    "bench_args": bench_args, "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
                    "server_params": {"max_num_batched_tokens": args.max_num_batched_tokens,
                                      "max_num_seqs": args.max_num_seqs,
-                                     "num_gpu_blocks_override": args.num_gpu_blocks},
+                                     "num_gpu_blocks_override": args.num_gpu_blocks,
+                                     "additional_config": json.loads(args.additional_config)},
                    "bench_params": {"dataset_name": "random", "random_input_len": args.input_len,
                                     "random_output_len": args.output_len, "random_range_ratio": args.range_ratio,
                                     "burstiness": args.burstiness, "ignore_eos": True},
-                   "goodput": None, "simulated": True},
+                   "goodput": args.goodput, "simulated": True},
         "step_model": {"file": str(args.step_model),
                        "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
-        "simulation": {"steps": steps, "virtual_s": clock.now, "wall_s": wall_s, "cpu_s": cpu_s},
-        "frontend": frontend_check(detail, args.warmup_fraction, None, None, None),
+        "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now, "wall_s": wall_s, "cpu_s": cpu_s},
+        "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),
         "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
                    "output_throughput": summary["output_throughput_tok_s"]},
         "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
@@ -454,6 +459,11 @@ def add_replay_parser(sub: Any) -> None:
         r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
     r.add_argument("--output-range-ratio", type=float, default=None,
                    help="output's range ratio where it differs from the input's (default --range-ratio)")
+    r.add_argument("--residual-seed", type=int, default=None,
+                   help="seed of the per-step residual draws (default --seed): replays of one load that differ as runs do")
+    r.add_argument("--run", type=int, default=1, help="run number written to the file (as the sweeps' --runs)")
+    r.add_argument("--goodput", default=None, help="SLO, as vllm bench serve --goodput (e.g. 'ttft:500 tpot:50')")
+    r.add_argument("--additional-config", default="{}", help="strategy settings as JSON, as vllm serve gets them")
     r.add_argument("--out", type=Path, required=True)
 
 

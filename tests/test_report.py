@@ -13,6 +13,7 @@ import pytest
 
 import plot_results
 from harness import report, results as layer
+from harness.document import render_markdown
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 The serving front end", "## 4 Task 2",
@@ -198,3 +199,31 @@ def test_replay_validation_recomputed_from_the_files():
     rank = report.replay_ranking(v.reset_index()).set_index(["workload", "metric"])
     a, d = (v.loc[("task3_api-4", s, "fixed", "39", "ITL P99 (ms)")] for s in ("prefill-first", "default"))
     assert rank.loc[("fixed", "ITL P99 (ms)"), "same"] == ((a["sim"] > d["sim"]) == (a["real"] > d["real"]))
+
+
+def test_simulated_screen_capacity_recomputed_from_the_files():
+    """The screen's SLO capacity of the default (fixed load, the tight pair): mean attainment over
+    the replays per rate, straight from the committed files, linear between the last rate that
+    meets 90% and the next; the report's section states it, marked simulated."""
+    from harness.lab_metrics import parse_slo, read_detail, slo_attainment
+    by_rate: dict[float, list[float]] = {}
+    for path in sorted((RESULTS / report.SCREEN).glob("default_fixed_*.json")):
+        run = json.loads(path.read_text())
+        assert run["simulated"] and run["config"]["goodput"] == "ttft:500 tpot:50"
+        detail = read_detail(path, {"client": run["client"]})
+        by_rate.setdefault(float(run["config"]["rate"]), []).append(
+            slo_attainment(detail, parse_slo("ttft:200 tpot:25"), run["config"]["warmup_fraction"])["attainment"])
+    rates = sorted(by_rate)
+    assert len(rates) >= 3 and all(len(v) == 3 for v in by_rate.values())
+    assert any(len(set(v)) > 1 for v in by_rate.values())  # the residual seeds make the replays differ
+    mean = [statistics.mean(by_rate[r]) for r in rates]
+    i = max(k for k, a in enumerate(mean) if a >= 0.9)
+    assert i < len(rates) - 1  # the tight pair binds inside the grid
+    capacity = rates[i] + (mean[i] - 0.9) / (mean[i] - mean[i + 1]) * (rates[i + 1] - rates[i])
+    text = render_markdown(report.screen_section(layer.Results.load(RESULTS)))
+    assert "Simulated screen" in text and "not a result" in text
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    cells = next(c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in rows)
+                 if c[:3] == ["ttft:200 tpot:25", "fixed", layer.strategy_label("default")])
+    assert cells[3] == f"{capacity:.1f}" and cells[-1] == "1.00x"
+    assert "Simulated screen" in (RESULTS / "REPORT.md").read_text()
