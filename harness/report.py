@@ -28,7 +28,7 @@ from harness.document import Block, bullets, heading, image, para, render_markdo
 from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
                              LATE_GAPS, METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range,
                              load_label, parse_slo, slo_attainment, meta_field, point_table, provenance_line, shown,
-                             sitting_text, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
+                             sitting_text, sort_key, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 SATURATION_TOLERANCE = 0.05  # a budget within 5% of the best throughput counts as saturated
@@ -553,6 +553,8 @@ Comparison = tuple[tuple[str, str, str], str, pd.DataFrame, pd.DataFrame]
 
 def against_default(rows: pd.DataFrame) -> Iterator[Comparison]:
     """Each (point, strategy, its runs, the default's runs) among the runs that kept up."""
+    if rows.empty:
+        return
     for point, part in kept_up(rows).groupby(["folder", "workload", "rate"], sort=False):
         base = part[part["strategy"] == "default"]
         for name, own in part[part["strategy"] != "default"].groupby("strategy", sort=False):
@@ -709,7 +711,7 @@ def screen_tables(res: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
                         for a in [slo_attainment(r.detail, parse_slo(slo), r.config["warmup_fraction"])]])
     if att.empty:
         return att, att
-    att = att.sort_values(["slo", "workload", "strategy", "rate", "run"])
+    att = att.sort_values(["slo", "workload", "strategy", "rate", "run"], key=sort_key, kind="stable")
     cap = lambda g: slo_capacity(g["rate"], g["attainment"])  # noqa: E731
     keys = ["slo", "workload", "strategy"]
     mean = att.groupby([*keys, "rate"], sort=False)["attainment"].mean().reset_index()
@@ -731,6 +733,7 @@ def screen_section(res: Results) -> list[Block]:
         return []
     wide = att.groupby(["slo", "workload", "strategy", "rate"], sort=False)["attainment"].agg(
         lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})").unstack("rate").fillna("").reset_index()
+    wide["strategy"] = wide["strategy"].map(strategy_label)
     shown_caps = caps.assign(strategy=caps["strategy"].map(strategy_label), capacity=caps["text"],
                              **{"vs default": caps["vs default"].map(lambda v: "n/a" if np.isnan(v) else f"{v:.2f}x")}
                              ).drop(columns="text")

@@ -278,7 +278,7 @@ def _strategy_order(name: str) -> str:
     return f"{order.index(base) if base in order else len(order):02d}{name}"
 
 
-def _sort_key(column: pd.Series) -> pd.Series:
+def sort_key(column: pd.Series) -> pd.Series:
     if column.name == "rate":
         return column.map(_rate_order)
     return column.map(_strategy_order) if column.name == "strategy" else column
@@ -338,7 +338,7 @@ def point_table(rows: pd.DataFrame, keys: list[str], extra: tuple[str, ...] = ()
     if "completeness" in rows:
         table["completeness"] = grouped["completeness"].agg(span_text)
         table["front end"] = grouped["lagged"].agg(lag_text)
-    return table.reset_index().sort_values(keys, key=_sort_key, kind="stable").reset_index(drop=True)
+    return table.reset_index().sort_values(keys, key=sort_key, kind="stable").reset_index(drop=True)
 
 
 def task2_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -397,7 +397,7 @@ def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
                      "requests": len(group), "TTFT P50 (ms)": round(float(p50), 1),
                      "TTFT P99 (ms)": round(float(p99), 1),
                      "front end": "lagged" if group["lagged"].any() else "kept up"})
-    return pd.DataFrame(rows).sort_values("strategy", key=_sort_key, kind="stable")
+    return pd.DataFrame(rows).sort_values("strategy", key=sort_key, kind="stable")
 
 
 
