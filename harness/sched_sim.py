@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import json
 import math
+import shlex
 import os
 import statistics
 import sys
@@ -388,7 +389,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     from harness import step_model
     from harness.lab_metrics import frontend_check, pack_detail, summarize, unpack_detail, write_run
     from harness.provenance import collect_meta
-    from harness.serve_bench import SCHEMA_VERSION, rate_label
+    from harness.serve_bench import SCHEMA_VERSION, flag_params, rate_label
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)
@@ -422,13 +423,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                    "scheduler_cls": my_scheduler.resolve_strategy(args.strategy) or None,
                    "num_prompts": args.num_prompts, "seed": args.seed, "server_args": server_args,
                    "bench_args": bench_args, "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
-                   "server_params": {"max_num_batched_tokens": args.max_num_batched_tokens,
-                                     "max_num_seqs": args.max_num_seqs,
-                                     "num_gpu_blocks_override": args.num_gpu_blocks,
+                   "server_params": {**flag_params(shlex.split(server_args)),
                                      "additional_config": json.loads(args.additional_config)},
-                   "bench_params": {"dataset_name": "random", "random_input_len": args.input_len,
-                                    "random_output_len": args.output_len, "random_range_ratio": args.range_ratio,
-                                    "burstiness": args.burstiness, "ignore_eos": True},
+                   "bench_params": flag_params(shlex.split(bench_args)),
                    "goodput": args.goodput, "simulated": True},
         "step_model": {"file": str(args.step_model),
                        "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
