@@ -518,7 +518,7 @@ MIN_RUNS_TO_SEPARATE = 3  # 3 against 3: two equal strategies separate by chance
 def separated(a: pd.Series, b: pd.Series) -> bool:
     """Every run of one side beyond every run of the other, with at least 3 runs a side. Medians
     alone say little here: near saturation, runs with one seed's identical arrivals and prompts
-    still give TTFT medians up to 3x apart."""
+    still give TTFT medians several-fold apart."""
     enough = min(len(a.dropna()), len(b.dropna())) >= MIN_RUNS_TO_SEPARATE
     return bool(enough and (a.max() < b.min() or b.max() < a.min()))
 
@@ -562,9 +562,14 @@ def against_default(rows: pd.DataFrame) -> Iterator[Comparison]:
                 yield point, name, own, base
 
 
+def unit_less(column: str) -> str:
+    """'ITL P99 (ms)' -> 'ITL P99', 'Throughput (tok/s)' -> 'Throughput'."""
+    return column.rsplit(" (", 1)[0]
+
+
 def separations(rows: pd.DataFrame) -> list[str]:
     """'Strategy A: prefill-first ITL P99 3.99x (fixed, 39 req/s)' for every metric that separates."""
-    return [f"{strategy_label(name)} {c.replace(' (ms)', '').replace(' (tok/s)', '')} "
+    return [f"{strategy_label(name)} {unit_less(c)} "
             f"{factor(ratio(own[c].median(), base[c].median()))} ({workload}, {rate} req/s)"
             for (_, workload, rate), name, own, base in against_default(rows)
             for c in (*METRICS, THROUGHPUT) if separated(own[c], base[c])]
@@ -575,7 +580,7 @@ def task3_answers(rows: pd.DataFrame) -> list[str]:
     the default's separate, and how far runs of one strategy spread on the rest."""
     facts = []
     for (folder, workload, rate), name, own, base in against_default(rows):
-        found = [f"{c.replace(' (ms)', '').replace(' (tok/s)', '')} {span_text(own[c], 0)} against "
+        found = [f"{unit_less(c)} {span_text(own[c], 0)} against "
                  f"{span_text(base[c], 0)}" for c in (*METRICS, THROUGHPUT) if separated(own[c], base[c])]
         spread = max(spread_pct(p, c, "strategy") for p in (own, base) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
         facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, "
