@@ -63,7 +63,9 @@ def _save(fig: Any, path: Path) -> Path:
 
 def plot_task2(runs: pd.DataFrame, figures: Path) -> list[Path]:
     """A1: budget vs TTFT/ITL P50/P99 (log-log), A2: budget vs throughput; a series per setting
-    and load, every run a marker."""
+    and load that sweeps the budget (one budget alone, the front-end study's, is no sweep), every
+    run a marker."""
+    runs = runs[runs.groupby(["setting", "rate"])[BUDGET].transform("nunique") > 1]
     series = sorted(runs.groupby(["setting", "rate"], sort=False).groups,
                     key=lambda k: (k[0], _rate_order(k[1])))
     several = runs["setting"].nunique() > 1

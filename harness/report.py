@@ -31,8 +31,12 @@ from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES
                              sitting_text, sort_key, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
+HANDOUT_RUNS = 2  # the handout's runs per point (median of 2)
 SATURATION_TOLERANCE = 0.05  # a budget within 5% of the best throughput counts as saturated
 CHAT_ITL_TOLERANCE = 0.10  # chat rule: ITL P99 within 10% of the best budget's
+SATURATED_CORE = 0.9  # a one-thread Python process at this share of a core has no slack left
+SATURATED_GPU = 90.0  # GPU busy this % of the load window: the GPU sets the pace
+CUDA_GRAPH_TOKENS = 512  # vLLM 0.26's largest captured CUDA graph here (max_cudagraph_capture_size, server log)
 REGENERATE = "`.venv/bin/python plot_results.py --pdf`"
 WITHDRAWN = {  # the committed folders -> the earlier claims that rested on their runs
     ("task2",): "Task 2: how the TTFT and ITL tails move with the budget (ITL P99 rising, TTFT P99 "
@@ -75,6 +79,17 @@ def ratio(a: float, b: float) -> float:
 def spearman(x: list[float], y: list[float]) -> float:
     """Spearman rank correlation (average ranks for ties), without scipy."""
     return float(np.corrcoef(pd.Series(x).rank(), pd.Series(y).rank())[0, 1])
+
+
+MIN_RUNS_TO_SEPARATE = 3  # 3 against 3: two equal strategies separate by chance 1 time in 10
+
+
+def separated(a: pd.Series, b: pd.Series) -> bool:
+    """Every run of one side beyond every run of the other, with at least 3 runs a side. Medians
+    alone say little here: near saturation, runs with one seed's identical arrivals and prompts
+    still give TTFT medians several-fold apart."""
+    enough = min(len(a.dropna()), len(b.dropna())) >= MIN_RUNS_TO_SEPARATE
+    return bool(enough and (a.max() < b.min() or b.max() < a.min()))
 
 
 def kept_up(rows: pd.DataFrame) -> pd.DataFrame:
@@ -449,13 +464,73 @@ def chat_budget(med: pd.DataFrame) -> int:
     return int(ok.sort_values(["TTFT P99 (ms)", BUDGET]).iloc[0][BUDGET])
 
 
-def task2_answers(rows: pd.DataFrame) -> list[str]:
+def capacity_answer(name: str, part: pd.DataFrame, steps: dict[str, Any] | None) -> str | None:
+    """Rate inf: how the budget moves throughput, and which component set the pace. Every run
+    counts, lagged or not: a merged chunk carries the same tokens, and when no API server had a
+    full core the front end did not hold the engine back. Needs 3 runs of each of 2 budgets or more
+    and the process readings; the pace-setter is named by elimination. ``steps``: the record of
+    ``harness/budget_steps.py``, which may explain the order."""
+    by_budget = part.groupby(BUDGET)[THROUGHPUT]
+    if by_budget.size().min() < MIN_RUNS_TO_SEPARATE or by_budget.ngroups < 2 or part[BUSIEST_API].isna().any():
+        return None
+    runs = {budget: values for budget, values in by_budget}
+    medians = by_budget.median()
+    order = " < ".join(str(b) for b in medians.sort_values().index)
+    ends = [f"every run of {b} lies {side} every run of the other budgets" for side, b in
+            (("below", medians.idxmin()), ("above", medians.idxmax()))
+            if all(separated(runs[b], runs[o]) for o in runs if o != b)]
+    line = (f"{name}, {load_label('inf')} ({len(part)} runs, {by_budget.size().min()}-{by_budget.size().max()} "
+            f"per budget): throughput by median {order} "
+            f"({'; '.join(f'{b}: {span_text(v, 0)}' for b, v in runs.items())} tok/s)"
+            + (f"; {' and '.join(ends)}." if ends else "; the runs of the budgets overlap."))
+    slack = (part[BUSIEST_API].max() < SATURATED_CORE and part[CLIENT_CORES].max() < SATURATED_CORE
+             and part[GPU_UTIL].max() < SATURATED_GPU)
+    if slack:
+        line += (f" What set the pace, by elimination: the busiest API server used at most "
+                 f"{part[BUSIEST_API].max():.2f} core, the client {part[CLIENT_CORES].max():.2f}, and the "
+                 f"GPU was busy {span_text(part[GPU_UTIL], 0)}% of the window, so the engine core "
+                 f"({span_text(part[ENGINE_CORES], 2)} core), whose one thread schedules, prepares and "
+                 "launches every step, did: throughput here measures host-side work per step, not the GPU.")
+    return line + (" " + graph_steps_sentence(medians, steps) if steps else "")
+
+
+def graph_steps_sentence(medians: pd.Series, steps: dict[str, Any]) -> str:
+    """The budgets' share of steps above the largest CUDA graph (vLLM's scheduler replayed on the
+    same load), and whether, among budgets above that size, fewer such steps went with more
+    throughput. Budgets at or below it have no such steps but need more, smaller ones."""
+    graph = steps["config"]["graph_tokens"]
+    by_budget = {row["max_num_batched_tokens"]: row for row in steps["budgets"]
+                 if row["max_num_batched_tokens"] in medians.index}
+    share = {b: row["share_over_graph"] for b, row in by_budget.items()}
+    above = [b for b in by_budget if b > graph]
+    if len(above) < 3:  # two points always rank-correlate perfectly
+        return ""
+    rho = spearman([share[b] for b in above], [medians[b] for b in above])
+    small = [f"{b} ({by_budget[b]['steps']} steps)" for b in by_budget if b <= graph]
+    return (f"A candidate cause: vLLM captures CUDA graphs for steps of up to {graph} tokens here (server "
+            "log); a larger step launches each kernel from the engine core's Python thread. vLLM's "
+            "scheduler, replayed on a CPU with this load (`python -m harness.budget_steps`, no model), "
+            f"puts {', '.join(f'{share[b]:.0%} at {b}' for b in above)} of the steps above "
+            f"that size" + (f", none at {', '.join(small)}, which take more, smaller steps than the "
+                            f"{by_budget[max(above)]['steps']} at {max(above)}" if small else "")
+            + (f". Above {graph}, the fewer such steps, the faster (rank correlation {rho:+.2f} over "
+               f"{len(above)} budgets)" if rho <= -0.99 else
+               f". Above {graph} the share does not order the throughput (rank correlation {rho:+.2f})")
+            + ". The GPU runs do not record which steps used a graph: an explanation the data fit, not one "
+              "they prove.")
+
+
+def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None) -> list[str]:
     """The handout's three questions, answered per setting and load from the runs whose front
     end kept up only, with the run-to-run spread beside each answer."""
+    capacity = [f for (name, rate), part in rows.groupby(["setting", "rate"], sort=False) if rate == "inf"
+                for f in [capacity_answer(name, part, steps)] if f]
     facts = []
     for (name, rate), part in kept_up(rows).groupby(["setting", "rate"], sort=False):
+        enough = part.groupby(BUDGET)[BUDGET].transform("size") >= HANDOUT_RUNS
+        part = part[enough]  # a budget with fewer runs that kept up than the handout asks answers nothing
         med = task2_table(part).sort_values(BUDGET)
-        if len(med) < 2:
+        if len(med) < 3:
             continue
         budgets = list(med[BUDGET])
         rhos = ", ".join(f"{c.replace(' (ms)', '')} {spearman(budgets, list(med[c])):+.2f}" for c in METRICS)
@@ -478,10 +553,12 @@ def task2_answers(rows: pd.DataFrame) -> list[str]:
         facts.append(line)
     if rows["lagged"].any():
         facts.append(lag_sentence(rows, "the Task 2 runs that lagged")
-                     + " The handout's questions (how TTFT and ITL move with the budget, where "
-                       "throughput saturates, which budget suits chat) are answered above only for "
-                       "settings whose runs kept up" + ("." if facts else "; there are none yet."))
-    return facts
+                     + " The handout's questions (how TTFT and ITL move with the budget, which budget "
+                       "suits chat) are answered only for settings whose runs kept up"
+                     + ("." if facts else "; there are none yet.")
+                     + (" Throughput at rate inf, which a merged chunk does not change, is answered "
+                        "above from every run where no API server had a full core." if capacity else ""))
+    return capacity + facts
 
 
 def task2_section(res: Results) -> list[Block]:
@@ -506,23 +583,12 @@ def task2_section(res: Results) -> list[Block]:
                    table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")))]
     return blocks + [image(res.folder, "task2_A1_latency.png", "A1: budget vs TTFT/ITL P50/P99"),
                      image(res.folder, "task2_A2_throughput.png", "A2: budget vs throughput"),
-                     heading("Answers from the data", 3), bullets(task2_answers(rows))]
+                     heading("Answers from the data", 3), bullets(task2_answers(rows, res.budget_steps))]
 
 
 # --------------------------------------------------------------------------------------------
 # 5 Task 3
 # --------------------------------------------------------------------------------------------
-MIN_RUNS_TO_SEPARATE = 3  # 3 against 3: two equal strategies separate by chance 1 time in 10
-
-
-def separated(a: pd.Series, b: pd.Series) -> bool:
-    """Every run of one side beyond every run of the other, with at least 3 runs a side. Medians
-    alone say little here: near saturation, runs with one seed's identical arrivals and prompts
-    still give TTFT medians several-fold apart."""
-    enough = min(len(a.dropna()), len(b.dropna())) >= MIN_RUNS_TO_SEPARATE
-    return bool(enough and (a.max() < b.min() or b.max() < a.min()))
-
-
 def factors_table(part: pd.DataFrame) -> pd.DataFrame | None:
     """Each strategy against vLLM's default at one point, from runs that kept up: TTFT gain =
     default / strategy (>1 better), ITL cost = strategy / default (>1 worse); medians over runs,

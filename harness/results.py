@@ -402,6 +402,9 @@ def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
 
 
 
+BUDGET_STEPS_FILE = "sim_budget_steps.json"
+
+
 @dataclass
 class Results:
     """Task 1's file and every serving folder's runs (folders with runs only), read once."""
@@ -409,6 +412,7 @@ class Results:
     folder: Path
     task1: dict[str, Any] | None
     serving: dict[str, list[Run]]
+    budget_steps: dict[str, Any] | None = None  # harness/budget_steps.py's record
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -417,7 +421,8 @@ class Results:
         serving = {p.name: load_runs(p) for task in ("task2", "task3", "slo", "replay")
                    for p in serving_folders(folder, task)}
         return cls(folder, task1 if task1 and task1.get("methods") else None,
-                   {name: runs for name, runs in serving.items() if runs})
+                   {name: runs for name, runs in serving.items() if runs},
+                   load_json(folder / BUDGET_STEPS_FILE))
 
     def folders(self, task: str) -> list[str]:
         return [name for name in self.serving if name == task or name.startswith(task + "_")]

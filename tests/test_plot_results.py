@@ -66,7 +66,12 @@ def test_stored_summaries_and_frontend_blocks_match_a_recomputation(path):
     front = run["frontend"]
     rows = (run.get("host") or {}).get("server_cpu")
     again = frontend_check(detail, cfg["warmup_fraction"], rows, None, cfg.get("api_server_count") or 1)
-    assert again["token_gaps"] == front["token_gaps"] and again["lagged"] == front["lagged"]
+    # The late-gap share counts gaps under 0.1 ms; a run's harness counted them from exact times,
+    # the arrays keep 50 us, so a gap within 50 us of the threshold may fall on its other side.
+    late = again["token_gaps"].pop("late_gap_share"), front["token_gaps"]["late_gap_share"]
+    assert late[0] == pytest.approx(late[1], abs=2e-3)
+    assert again["token_gaps"] == {k: v for k, v in front["token_gaps"].items() if k != "late_gap_share"}
+    assert again["lagged"] == front["lagged"]
     if rows and run["schema_version"] < 3:  # migrated roles: one engine core, one API server
         assert [r["role"] for r in rows].count("engine_core") == 1
         assert [r["role"] for r in rows].count("api_server") == 1

@@ -58,8 +58,10 @@ def test_report_from_the_committed_results(tmp_path):
     one = [r for r in runs if r["config"].get("api_server_count", 1) == 1]
     cores = [r["frontend"]["api_server_cores_total"] for r in one if r["frontend"]["api_server_cores_total"]]
     assert f"the API server used {min(cores):.2f}-{max(cores):.2f} of a core" in front
-    # The front-end study: several API servers against one, one client, from the roles recorded.
-    spread = [r for r in runs
+    # The front-end study (folders task2_api-N, not the budget sweep): several API servers against
+    # one, one client, from the roles recorded.
+    study = [json.loads(p.read_text()) for p in sorted(results.glob("task2_api-[0-9]/*.json"))]
+    spread = [r for r in study
               if r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
     several = [r["frontend"] for r in spread if r["config"]["rate"] == "inf"]
     busiest = [f["server_cores_by_role"]["api_server"] for f in several]
@@ -71,7 +73,8 @@ def test_report_from_the_committed_results(tmp_path):
     assert f"completeness stayed below 0.99 in {len(several) - kept} of {len(several)} of these runs" in lift
     assert "These runs are shown, not compared." in lift  # two clients started seconds apart
     # Below saturation (Poisson rates, Task 2 and Task 3 alike) the same count, from the files.
-    below = [r["frontend"] for r in spread if r["config"]["rate"] != "inf"]
+    below = [r["frontend"] for r in runs if r["config"]["rate"] != "inf"
+             and r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
     assert f"kept up in {sum(not f['lagged'] for f in below)} of {len(below)} runs" in lift
 
     # Nearly every Task 2 run lagged: the tables stand, but no rule is applied to them.
@@ -227,3 +230,42 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
              if c[:3] == ["ttft:200 tpot:25", "fixed", layer.strategy_label("default")]][-1]
     assert cells[3] == f"{capacity:.1f}" and cells[-1] == "1.00x"
     assert "Simulated screen" in (RESULTS / "REPORT.md").read_text()
+
+
+def test_rate_inf_capacity_names_the_order_and_what_set_the_pace():
+    """The budget sweep at rate inf: the throughput order of the medians and the budgets whose
+    every run lies beyond all others', recomputed from the files; the engine core is named only
+    while API servers, client and GPU all had slack."""
+    folder = RESULTS / "task2_api-4_budgets"
+    rows = layer.run_rows(layer.load_runs(folder))
+    per_budget: dict[int, list[float]] = {}
+    for path in folder.glob("*_rate-inf_run-*.json"):
+        run = json.loads(path.read_text())
+        per_budget.setdefault(run["config"]["server_params"]["max_num_batched_tokens"], []).append(
+            run["summary"]["output_throughput_tok_s"])
+    order = sorted(per_budget, key=lambda b: statistics.median(per_budget[b]))
+    steps = json.loads((RESULTS / layer.BUDGET_STEPS_FILE).read_text())
+    answer = report.capacity_answer("sweep", rows, steps)
+    assert f"throughput by median {' < '.join(map(str, order))}" in answer
+    slowest, fastest = order[0], order[-1]
+    if max(per_budget[slowest]) < min(min(v) for b, v in per_budget.items() if b != slowest):
+        assert f"every run of {slowest} lies below" in answer
+    if min(per_budget[fastest]) > max(max(v) for b, v in per_budget.items() if b != fastest):
+        assert f"every run of {fastest} lies above" in answer
+    assert "by elimination" in answer and "CUDA graphs" in answer
+    busy = rows.assign(**{layer.BUSIEST_API: 0.95})
+    assert "by elimination" not in report.capacity_answer("sweep", busy, None)
+    assert report.capacity_answer("sweep", rows[rows[layer.BUDGET] == 2048], steps) is None  # one budget
+
+
+def test_graph_steps_sentence_reads_the_share_and_its_order():
+    steps = {"config": {"graph_tokens": 512}, "budgets": [
+        {"max_num_batched_tokens": b, "steps": n, "share_over_graph": share}
+        for b, n, share in ((512, 300, 0.0), (1024, 200, 0.8), (2048, 150, 0.5), (4096, 120, 0.2))]}
+    fits = pd.Series({512: 9.0, 1024: 6.0, 2048: 10.0, 4096: 14.0})
+    text = report.graph_steps_sentence(fits, steps)
+    assert "80% at 1024, 50% at 2048, 20% at 4096" in text and "none at 512 (300 steps)" in text
+    assert "the fewer such steps, the faster (rank correlation -1.00 over 3 budgets)" in text
+    unordered = pd.Series({512: 9.0, 1024: 12.0, 2048: 10.0, 4096: 14.0})
+    assert "does not order" in report.graph_steps_sentence(unordered, steps)
+    assert report.graph_steps_sentence(fits[[512, 1024, 2048]], steps) == ""  # two budgets above 512
