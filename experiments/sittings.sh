@@ -39,15 +39,15 @@ task2() {
 }
 
 task3() {
-  # task3 STRATEGY ARGS...: Task 3 with API API servers into results/task3_api-API. Our strategies
+  # task3 STRATEGY FOLDER ARGS...: Task 3 with API API servers into results/FOLDER. Our strategies
   # also log every engine step (LAB3_STEP_LOG), the replay simulator's calibration data (issue #17);
   # vLLM's own scheduler cannot, so its runs stay held out for the simulator's validation.
-  local strategy="$1"
-  shift
+  local strategy="$1" folder="$2"
+  shift 2
   if [ "$strategy" = default ]; then unset LAB3_STEP_LOG; else
     export LAB3_STEP_LOG="$RESULTS/steplogs/qwen3-0.6b_api-${API}_${SITTING}_$strategy.csv"
   fi
-  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$API" --out-dir "$RESULTS/task3_api-$API" \
+  bash "$ROOT/task3.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --api-servers "$API" --out-dir "$RESULTS/$folder" \
     --strategies "$strategy" "$@"
 }
 
@@ -69,21 +69,32 @@ print(*(round(c(Path(sys.argv[1]), "mnbt-2048", f, 256)) for f in (0.5, 0.9)))' 
 }
 
 sittings() {
-  # NAME | minutes on an H200 | what it measures (done: 2026-12-02 leases)
+  # NAME | minutes of GPU work (measured 2026-12-02: a server start 110-150 s, a run at rate inf
+  # 50-85 s, at 39 req/s 62 s, at 16 req/s 105 s, at 8 req/s about 165 s) | what it measures.
+  # A lease is 30 minutes, 3 of them staging: a sitting over 26 minutes is split, each part
+  # holding an anchor (budget 2048, or the default) that the other part measures too.
   cat <<EOF
-capacity      | 15 | budget 2048, rate inf: $API API servers with 1 and 2 client processes, then 1 API server (done)
-below         | 12 | budget 2048 at 16 req/s and $STRESS req/s with $API API servers (done)
-task3-stress  | 27 | Task 3 default, A, SJF at $STRESS req/s, fixed and varlen (done but SJF varlen: 1 of 3 runs)
-task3-rate8   | 28 | Task 3 default, A, SJF at the handout's 8 req/s, fixed load
-task2-inf     | 18 | Task 2, all five budgets at rate inf
-task2-stress  | 28 | Task 2, all five budgets at $STRESS req/s
-task2-16      | 27 | Task 2, all five budgets at the handout's 16 req/s
-8b-capacity   | 25 | Qwen3-8B shapes (GPU-bound regime): capacity at budget 2048, rate inf; then the default
-              |    | policy logging its steps (kv-recorder) at 0.5 and 0.9 x that capacity, for the simulator
+capacity          | 15 | budget 2048, rate inf: $API API servers with 1 and 2 client processes, then 1 API server (done)
+below             | 12 | budget 2048 at 16 req/s and $STRESS req/s with $API API servers (done)
+task3-stress      | 27 | Task 3 default, A, SJF at $STRESS req/s, fixed and varlen (done but SJF varlen: 1 of 3 runs)
+task2-inf         | 26 | Task 2, budgets 512-4096 at rate inf (done; 8192 did not fit: task2-inf-high)
+task2-inf-high    | 16 | Task 2, budgets 2048 (anchor), 4096, 8192 at rate inf
+task3-sjf-varlen  | 11 | Task 3 default and SJF at $STRESS req/s on varlen
+task3-rate8-a     | 21 | Task 3 default and A at the handout's 8 req/s, fixed load
+task3-rate8-sjf   | 21 | Task 3 default and SJF at the handout's 8 req/s, fixed load
+task2-16-low      | 22 | Task 2, budgets 512, 1024, 2048 (anchor) at the handout's 16 req/s
+task2-16-high     | 22 | Task 2, budgets 2048 (anchor), 4096, 8192 at 16 req/s
+task2-stress-low  | 16 | Task 2, budgets 512, 1024, 2048 (anchor) at $STRESS req/s
+task2-stress-high | 16 | Task 2, budgets 2048 (anchor), 4096, 8192 at $STRESS req/s
+8b-capacity       | 25 | Qwen3-8B shapes (GPU-bound regime): capacity at budget 2048, rate inf; then the default
+                  |    | policy logging its steps (kv-recorder) at 0.5 and 0.9 x that capacity, for the simulator
 EOF
 }
 
 run_sitting() {
+  # Each sitting writes a folder of its own: done runs are skipped, so an anchor measured again
+  # in a second sitting must not find the first sitting's files.
+  local low=512,1024,2048 high=2048,4096,8192 other
   case "$1" in
     capacity)
       bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates inf --api-servers "$API" \
@@ -93,15 +104,24 @@ run_sitting() {
     below) task2 "task2_api-$API" --values 2048 --rates "16,$STRESS" ;;
     task3-stress)
       for strategy in default prefill-first sjf; do
-        task3 "$strategy" --rate "$STRESS" --stress-rate "$STRESS"
+        task3 "$strategy" "task3_api-$API" --rate "$STRESS" --stress-rate "$STRESS"
       done ;;
-    task3-rate8)
-      for strategy in default prefill-first sjf; do
-        task3 "$strategy" --workloads fixed --rate 8 --stress-rate 8
+    task3-sjf-varlen)
+      for strategy in default sjf; do
+        task3 "$strategy" "task3_api-${API}_${1#task3-}" --workloads varlen --rate "$STRESS" --stress-rate "$STRESS"
       done ;;
-    task2-inf) task2 "task2_api-${API}_budgets" --rates inf ;;
-    task2-stress) task2 "task2_api-${API}_budgets" --rates "$STRESS" ;;
-    task2-16) task2 "task2_api-${API}_budgets" --rates 16 ;;
+    task3-rate8-a | task3-rate8-sjf)
+      other=sjf
+      [ "$1" = task3-rate8-a ] && other=prefill-first
+      for strategy in default "$other"; do
+        task3 "$strategy" "task3_api-${API}_${1#task3-}" --workloads fixed --rate 8 --stress-rate 8
+      done ;;
+    task2-inf) task2 "task2_api-${API}_budgets" --values 512,1024,2048,4096 --rates inf ;;
+    task2-inf-high) task2 "task2_api-${API}_${1#task2-}" --values "$high" --rates inf ;;
+    task2-16-low) task2 "task2_api-${API}_${1#task2-}" --values "$low" --rates 16 ;;
+    task2-16-high) task2 "task2_api-${API}_${1#task2-}" --values "$high" --rates 16 ;;
+    task2-stress-low) task2 "task2_api-${API}_${1#task2-}" --values "$low" --rates "$STRESS" ;;
+    task2-stress-high) task2 "task2_api-${API}_${1#task2-}" --values "$high" --rates "$STRESS" ;;
     8b-capacity) gpu_bound_regime ;;
     *) echo "error: unknown sitting '$1'; the sittings:" >&2; sittings >&2; exit 2 ;;
   esac

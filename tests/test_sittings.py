@@ -1,0 +1,35 @@
+"""experiments/sittings.sh: a sitting split in two measures its anchor again, into a folder of its
+own, so the anchor is not skipped as done because the other part already measured it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SITTINGS = ROOT / "experiments" / "sittings.sh"
+
+
+def dry_run(name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SITTINGS), name, "--dry-run"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_an_anchor_already_measured_elsewhere_runs_again():
+    # task2-inf measured budget 2048 at rate inf into results/task2_api-4_budgets (committed).
+    assert (ROOT / "results" / "task2_api-4_budgets" / "mnbt-2048_rate-inf_run-1.json").is_file()
+    done = dry_run("task2-inf")
+    assert done.returncode == 0
+    assert "would run (mnbt-2048_rate-inf_run-1.json)" not in done.stdout + done.stderr
+    again = dry_run("task2-inf-high")
+    assert again.returncode == 0, again.stderr[-2000:]
+    out = again.stdout + again.stderr
+    for budget in (2048, 4096, 8192):
+        assert f"would run (mnbt-{budget}_rate-inf_run-3.json)" in out
+    assert "--max-num-batched-tokens 512 " not in out
+
+
+def test_an_unknown_sitting_is_refused_with_the_list():
+    result = dry_run("no-such-sitting")
+    assert result.returncode == 2
+    assert "unknown sitting 'no-such-sitting'" in result.stderr and "task2-16-low" in result.stderr
