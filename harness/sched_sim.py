@@ -297,15 +297,13 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
     """Serve the workload as vLLM 0.26's async engine loop does, on the virtual clock.
 
     The engine keeps two steps in flight (``EngineCore.step_with_batch_queue``): it plans step
-    N+1 while N runs and applies N's output when N ends, so N+1 is planned before N's tokens
-    exist and sees only the arrivals up to N-1's end. The GPU runs the steps one after another:
-    a step starts when it is planned or when the previous one ends, whichever is later, and
-    lasts what the step-time model says for its features (an empty step runs nothing), plus a
-    residual drawn with ``seed`` where the model file has them. Tokens
-    are stamped with the end of their step, or, with the model's ``output_lag_steps`` = 1 (what
-    the H200 logs show), with the end of the step after it, when the engine applies them and
-    plans the next. Returns the per-request arrays (as ``vllm bench
-    serve --save-detailed`` has them), the scheduler and the number of steps.
+    N+1 while N runs and applies N's output when N ends, so N+1 sees only the arrivals up to
+    N-1's end. A step starts when it is planned or when the previous one ends, whichever is
+    later, and lasts what the step-time model says for its features (an empty step nothing),
+    plus a residual drawn with ``seed`` where the model has them. Tokens are stamped with the end
+    of their step, or with ``output_lag_steps`` = 1 (what the H200 logs show) of the step after
+    it. Returns the per-request arrays (as ``vllm bench serve --save-detailed`` has them), the
+    scheduler and the number of steps.
     """
     from my_scheduler import step_features
     from harness.step_model import predict_s
