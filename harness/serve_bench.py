@@ -33,10 +33,10 @@ Result file (``schema_version`` 4): ``meta`` (provenance), ``config`` (every kno
 strategy's settings and the flags as structured values), ``host`` (load and other vLLM servers
 before and after, lockstep partners, the server's and clients' CPU cores over the load window,
 GPU utilization from NVML), ``frontend``, ``client`` (what ``vllm bench serve`` saved, merged
-over its processes; the per-request arrays are in ``<result stem>.requests.npz.xz`` beside it:
-``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks and KV capacity; for this
-project's schedulers the recorder's counters for the run and cumulative), ``summary``
-(``lab_metrics.summarize`` after dropping the first 10% of requests as warm-up).
+over its processes; the per-request arrays are in ``<result stem>.requests.npz.xz`` beside it,
+named by ``detail_file``: ``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks and KV
+capacity; for this project's schedulers the recorder's counters for the run and cumulative),
+``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as warm-up).
 
 Lockstep (``--sync-dir DIR --sync-parties N``): configurations running at once on different GPUs
 of one host share its CPUs, and the front end is CPU-bound at these rates, so each run waits
