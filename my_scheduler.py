@@ -5,38 +5,24 @@ default on GPU), so a strategy is compared with the default on the same serving 
 Each one overrides ``schedule(self, *args, **kwargs)``: the engine calls
 ``schedule(throttle_prefills)``, and an override without ``*args`` kills the engine.
 
-Classes (``python my_scheduler.py --list`` prints them):
-
-* ``KVPeakRecorder``: vLLM's own policy plus step accounting (Task 1's KV-cache peak).
-* ``StepExclusivePrefillFirstScheduler``: Strategy A. While prefill work is pending, a step runs
-  prefill only; otherwise it runs decode only.
-* ``SJFScheduler``: Strategy B1. Waiting requests are admitted shortest prompt first, with
-  optional aging (off by default).
-* ``StallBoundedPrefillFirstScheduler``: Strategy C, SLO-aware. Strategy A, except that no
-  running request waits longer than a bound (30 ms by default) for its next token.
-* ``DeadlineAwareScheduler``: Strategy D, for goodput. Strategy C, and waiting requests that can
-  still meet their TTFT deadline are admitted before those already past it.
-* ``TpotPacedPrefillFirstScheduler``: Strategy E, for goodput. Strategy A, except that a step
-  serves the decodes when a running request would otherwise miss its mean-TPOT target: the
-  TPOT slack of the SLO is spent on first tokens, and only the slack.
+``STRATEGIES`` registers them (``python my_scheduler.py --list`` prints it): vLLM's own policy
+with step accounting (``KVPeakRecorder``, Task 1's KV-cache peak) and Strategies A (prefill-first),
+B1 (SJF), C (A with a bounded decode stall), D (C with deadline-aware admission) and E (A paced by
+each request's mean-TPOT target); each policy's docstring says what it does and why.
 
 Each class is ``StepRecorder`` (accounting) in front of a policy class. The recorder wraps the
 policy's whole step, so what it measures is the real state after the step was planned, even
 when the policy hides part of the queues from vLLM while planning.
 
-Strategy settings (stall bound, SLO targets, SJF aging) come from ``vllm serve --additional-config
-'{"key": value}'``, read in each policy's ``__init__`` from ``vllm_config.additional_config``;
-``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which.
+Strategy settings come from ``vllm serve --additional-config '{"key": value}'`` (read in each
+policy's ``__init__``); ``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which.
 
-Engine-side statistics: when the environment variable ``LAB3_SCHED_STATS`` names a file, the
-engine-core process writes the recorder's JSON there (atomically: a temporary file, then a
-rename) at most once a second while busy, whenever the engine runs out of requests, and at
-shutdown. The JSON is ``StepRecorder.stats_dict()``; its keys are documented there.
-
-Step-time calibration: when ``LAB3_STEP_LOG`` names a file, the recorder also appends one CSV
-row per engine step there (``StepTimeLog``: its features and wall time), at the same flushes;
-``step_model.py`` fits the replay simulator's step-time model to it. vLLM's own policy has no
-recorder: calibrate it as ``kv-recorder`` (``KVPeakRecorder``), which plans exactly as vLLM does.
+When ``LAB3_SCHED_STATS`` names a file, the engine-core process writes ``StepRecorder.stats_dict()``
+there (atomically) at most once a second while busy, whenever the engine runs out of requests,
+and at shutdown. When ``LAB3_STEP_LOG`` names a file, the recorder also appends one CSV row per
+engine step there (``StepTimeLog``), from which ``step_model.py`` fits the replay simulator's
+step-time model. vLLM's own policy has no recorder: calibrate it as ``kv-recorder``, which plans
+exactly as vLLM does.
 """
 
 from __future__ import annotations
@@ -303,18 +289,15 @@ def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> StepFea
 
 class StepTimeLog:
     """One CSV row per engine step, its features and wall time: the calibration data of the
-    replay simulator (``LAB3_STEP_LOG``). Rows are appended at each flush; the header is written
-    when the file is new, so several servers run one after another share one log.
+    replay simulator (``LAB3_STEP_LOG``). Rows are appended at each flush, under a header written
+    when the file is new, so servers run one after another share one log.
 
-    Step time. With async scheduling the engine plans step N+1 while step N runs and applies N's
-    output when it has finished, so the GPU's steps follow each other and the time between two
-    ``update_from_output`` calls is one step. The time of step N is therefore
-    ``t_update(N) - max(t_update(N-1), t_planned(N))``: from the previous output (or from N's
-    planning, if the engine was idle and N was planned after it) to N's output
-    (``pipelined`` = 1 in the first case). Caveat: this is the engine's cycle, GPU and host
-    together; when the host's work per step (applying outputs, planning, launching) is longer
-    than the GPU's, it measures the host, which is what a replay of this engine needs but not a
-    GPU kernel time. The clock is read when ``update_from_output`` is entered.
+    With async scheduling the engine plans step N+1 while step N runs and applies N's output when
+    it has finished, so the time of step N is ``t_update(N) - max(t_update(N-1), t_planned(N))``
+    (``pipelined`` = 1 when the first term is the larger), the clock read when
+    ``update_from_output`` is entered. This is the engine's cycle, GPU and host together: where
+    the host's work per step is the longer, it measures the host, which a replay of this engine
+    needs but which is no GPU kernel time.
     """
 
     COLUMNS = (*StepFeatures._fields, "step_time_us", "pipelined")
@@ -349,9 +332,17 @@ class StepTimeLog:
         self._rows.clear()
 
 
-# --------------------------------------------------------------------------------------------
-# Strategy A: step-exclusive prefill-first
-# --------------------------------------------------------------------------------------------
+class _Queue(RequestQueue):
+    """What both waiting queues below (D's and B1's) derive from the rest of vLLM's interface."""
+
+    def remove_request(self, request: Request) -> None:
+        self.remove_requests((request,))
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
+# ---- Strategy A: step-exclusive prefill-first ------------------------------------------------
 class PrefillFirstPolicy(AsyncScheduler):
     """While prefill work is pending, plan a prefill-only step; otherwise a decode-only step.
 
@@ -373,8 +364,8 @@ class PrefillFirstPolicy(AsyncScheduler):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.policy_stats: dict[str, float] = {"prefill_steps": 0, "decode_steps": 0, "fallback_steps": 0,
-                             "empty_prefill_passes": 0}
+        self.policy_stats: dict[str, float] = {"prefill_steps": 0, "decode_steps": 0,
+                                               "fallback_steps": 0, "empty_prefill_passes": 0}
         super().__init__(*args, **kwargs)
         self._fall_back_next_step = False
 
@@ -438,28 +429,23 @@ class StepExclusivePrefillFirstScheduler(StepRecorder, PrefillFirstPolicy):
     """Strategy A with step accounting (see ``PrefillFirstPolicy``)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Strategy C: prefill-first with a bounded decode stall (SLO-aware)
-# --------------------------------------------------------------------------------------------
+# ---- Strategy C: prefill-first with a bounded decode stall (SLO-aware) -----------------------
 class StallBoundedPrefillFirstPolicy(PrefillFirstPolicy):
     """Strategy A with a bound on how long a decoding request may wait for its next token.
 
     Why: on the H200 (Task 3, rate 40) Strategy A cut TTFT P50 about 4x against vLLM's default,
-    because a prefill-only step spends the whole token budget on prompts and a decode-only step
-    is cheap. But a burst of arrivals queues several prefill-only steps back to back while every
-    running request waits: A's ITL P99 was 3.5x the default's. A service with a latency SLO
-    bounds both the first token and the pace after it, so this strategy keeps A's rule and adds
-    a guard: once the decoding requests have gone ``max_decode_stall_ms`` without a token
-    (measured between planning decisions, which on the async engine run one step ahead of the
-    GPU) or ``max_prefill_steps_in_row`` prefill-only steps ran in a row, the next step is
-    planned the way vLLM plans it (every decode first, the rest of the budget to prompts). So
-    prompts still progress in a guard step, and a decode waits at most about the bound plus one
-    step.
+    but a burst of arrivals queues several prefill-only steps back to back while every running
+    request waits: A's ITL P99 was 3.5x the default's. So once the decoding requests have gone
+    ``max_decode_stall_ms`` without a token (measured between planning decisions, which on the
+    async engine run one step ahead of the GPU) or ``max_prefill_steps_in_row`` prefill-only
+    steps ran in a row, the next step is planned the way vLLM plans it (every decode first, the
+    rest of the budget to prompts): prompts still progress, and a decode waits at most about
+    the bound plus one step.
 
     Settings (``--additional-config`` keys; class attributes of the same name win):
     ``max_decode_stall_ms`` (default 30 ms: with a mixed step of about 15 ms on the H200 a token
-    gap stays under about 50 ms); ``max_prefill_steps_in_row`` (default 0: no step bound). A's seq-cap and livelock
-    guards are inherited unchanged. ``policy.stall_guard_steps`` counts the guard steps.
+    gap stays under about 50 ms); ``max_prefill_steps_in_row`` (default 0: no step bound).
+    A's guards are inherited. ``policy.stall_guard_steps`` counts the guard steps.
     """
 
     max_decode_stall_ms: float | None = None
@@ -506,10 +492,8 @@ class StallBoundedPrefillFirstScheduler(StepRecorder, StallBoundedPrefillFirstPo
     """Strategy C with step accounting (see ``StallBoundedPrefillFirstPolicy``)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Strategy D: Strategy C plus deadline-aware admission (goodput under overload)
-# --------------------------------------------------------------------------------------------
-class DeadlineAwareQueue(RequestQueue):
+# ---- Strategy D: Strategy C plus deadline-aware admission (goodput under overload) -----------
+class DeadlineAwareQueue(_Queue):
     """Waiting queue that admits first the requests that can still meet their TTFT deadline.
 
     Every request gets the same budget ``D`` for waiting (the TTFT SLO minus a margin for its
@@ -590,18 +574,12 @@ class DeadlineAwareQueue(RequestQueue):
     def prepend_requests(self, requests: RequestQueue) -> None:
         self._front[:0] = list(requests)
 
-    def remove_request(self, request: Request) -> None:
-        self.remove_requests((request,))
-
     def remove_requests(self, requests: Iterable[Request]) -> None:
         doomed = set(requests)
         self._front = [req for req in self._front if req not in doomed]
         kept = [(t, req) for t, req in zip(self._arrivals, self._queued) if req not in doomed]
         self._arrivals = [t for t, _ in kept]
         self._queued = [req for _, req in kept]
-
-    def __bool__(self) -> bool:
-        return bool(self._front) or bool(self._queued)
 
     def __len__(self) -> int:
         return len(self._front) + len(self._queued)
@@ -618,18 +596,17 @@ class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
 
     Why: near saturation the SLO is lost to TTFT, not to the pace of decoding. In the first H200
     goodput study (rate 40, TTFT <= 500 ms and mean TPOT <= 50 ms) the default, A and C each
-    met the SLO for only 56-65% of requests, while their mean TPOT stayed well under 50 ms:
-    after a burst of arrivals the FCFS queue made every later request wait past the deadline.
-    Admitting on-time requests first lets the ones that can still make it make it; the late
-    ones, lost to the SLO already, are served when no on-time request waits, or once they have
-    waited ``max_late_wait_s``. Nothing is dropped, and the seq cap, livelock and stall guards
-    are C's (inherited unchanged).
+    met the SLO for only 56-65% of requests, with mean TPOT well under 50 ms: after a burst the
+    FCFS queue made every later request wait past the deadline. Admitting on-time requests first
+    lets those that can still make it make it; the late ones are served when no on-time request
+    waits, or once they have waited ``max_late_wait_s``. Nothing is dropped; C's guards are
+    inherited.
 
     Settings (``--additional-config`` keys; class attributes of the same name win):
     ``ttft_slo_ms`` (default 500), ``ttft_margin_ms`` (default 100: time left for the prefill
-    itself and the first token's trip), ``max_late_wait_s`` (default 10 s). ``wall_clock`` is the time arrival times are
-    compared with. Counters: ``admitted_on_time`` and ``admitted_late`` (new requests by their
-    wait when first scheduled). vLLM's priority policy is not supported (the queue has one order).
+    itself and the first token's trip), ``max_late_wait_s`` (default 10 s). Arrival times are
+    compared with ``wall_clock``. Counters: ``admitted_on_time`` and ``admitted_late`` (new
+    requests by their wait when first scheduled). vLLM's priority policy is not supported.
     """
 
     ttft_slo_ms: float | None = None
@@ -667,21 +644,17 @@ class DeadlineAwareScheduler(StepRecorder, DeadlineAwarePolicy):
     """Strategy D with step accounting (see ``DeadlineAwarePolicy``)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Strategy E: prefill-first paced by each request's mean-TPOT target
-# --------------------------------------------------------------------------------------------
+# ---- Strategy E: prefill-first paced by each request's mean-TPOT target ----------------------
 class TpotPacedPrefillFirstPolicy(PrefillFirstPolicy):
     """Strategy A, with decodes served as soon as a running request's mean TPOT is at risk.
 
     Why: in the single-GPU H200 goodput study (TTFT <= 500 ms and mean TPOT <= 50 ms, 600
-    requests of 1024 in / 256 out) every miss was a TTFT miss, and mean TPOT (each run's median)
-    stayed at 5-26 ms:
-    the SLO leaves a large TPOT slack. Strategy A spends it on first tokens and met the SLO for
-    93.1% of requests at 48 req/s against the default's 73.0%, but with nothing bounding its
-    decode stalls (ITL P99 155 ms there). Strategies C and D bound the stall with a fixed 30 ms,
-    which spends too little: their guard steps slowed admission until the 256-sequence cap was
-    reached, and they met the SLO for only 60.2% and 44.3% at 48 req/s. This strategy bounds
-    the stall by what the SLO actually asks: the mean time per output token of each request.
+    requests of 1024 in / 256 out) every miss was a TTFT miss and mean TPOT stayed at 5-26 ms:
+    the SLO leaves a large TPOT slack. Strategy A spends it on first tokens (SLO met for 93.1% at
+    48 req/s against the default's 73.0%) with nothing bounding its decode stalls; C and D's
+    fixed 30 ms bound spends too little (their guard steps slowed admission until the sequence
+    cap was reached: 60.2% and 44.3%). This strategy bounds the stall by what the SLO asks: the
+    mean time per output token of each request.
 
     A running request (``g`` tokens out of ``max_tokens = n``, first token from the step planned
     at ``t1``) is behind when, with its remaining tokens one step apart (``itl``: the moving
@@ -690,16 +663,13 @@ class TpotPacedPrefillFirstPolicy(PrefillFirstPolicy):
 
         (now - t1 + max(n - g, 1) * itl) / (n - 1) >= tpot_slo - margin
 
-    While nobody is behind, steps are A's (prefill-only while prompts wait); once somebody is,
-    the step is planned the way vLLM plans it (every decode, the rest of the budget to prompts),
-    like C's guard step, and so until the request is back on pace. ``n`` is
-    the request's ``max_tokens``: exact for the lab's ``--ignore-eos`` load; a request that ends
-    early at EOS has a shorter horizon than assumed, so the guard is optimistic for it.
+    While nobody is behind, steps are A's; once somebody is, the step is planned the way vLLM
+    plans it, like C's guard step, until the request is back on pace. ``n`` is exact for the
+    lab's ``--ignore-eos`` load; for a request that ends early at EOS the guard is optimistic.
 
     Settings (``--additional-config`` keys; class attributes of the same name win):
     ``tpot_slo_ms`` (default 50; ``slo_study.sh`` passes its ``--slo``), ``tpot_margin_ms``
-    (default 10). A's seq-cap and livelock guards are inherited.
-    ``policy.pace_guard_steps`` counts the guard steps.
+    (default 10). A's guards are inherited. ``policy.pace_guard_steps`` counts the guard steps.
 
     Outcome on the H200 (``results/slo``, 2 runs per point): the guard fired only at 44 and 48
     req/s, once the running set had already reached the sequence cap, and E then missed the SLO
@@ -771,10 +741,8 @@ class TpotPacedPrefillFirstScheduler(StepRecorder, TpotPacedPrefillFirstPolicy):
     """Strategy E with step accounting (see ``TpotPacedPrefillFirstPolicy``)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Strategy B1: shortest-job-first
-# --------------------------------------------------------------------------------------------
-class ShortestJobFirstQueue(RequestQueue):
+# ---- Strategy B1: shortest-job-first ---------------------------------------------------------
+class ShortestJobFirstQueue(_Queue):
     """Waiting queue ordered by prompt length, shortest first, with optional aging.
 
     Sort key: ``(priority, prompt_tokens - aging * seconds_waited, arrival_time)``. Since
@@ -817,16 +785,10 @@ class ShortestJobFirstQueue(RequestQueue):
         for request in requests:
             self.add_request(request)
 
-    def remove_request(self, request: Request) -> None:
-        self.remove_requests((request,))
-
     def remove_requests(self, requests: Iterable[Request]) -> None:
         doomed = set(requests)
         self._heap = [entry for entry in self._heap if entry[-1] not in doomed]
         heapq.heapify(self._heap)
-
-    def __bool__(self) -> bool:
-        return bool(self._heap)
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -56,12 +56,10 @@ from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "models" / "tiny-qwen3"
 
-# The fake KV layout: 2 layers, 2 KV heads of 16 dims, float32 -> 2*2*16*4 = 256 B per token per
-# layer, 512 B per token in all.
+# The fake KV layout: 2 layers, 2 KV heads of 16 dims, float32 (512 B per token in all).
 SIM_LAYERS = ("layers.0.attn", "layers.1.attn")
 SIM_KV_HEADS = 2
 SIM_HEAD_SIZE = 16
-SIM_BYTES_PER_TOKEN = 2 * len(SIM_LAYERS) * SIM_KV_HEADS * SIM_HEAD_SIZE * 4
 FAKE_TOKEN = 7
 
 _hash_ready = False
@@ -150,70 +148,57 @@ class StepTrace:
     scheduled: dict[str, int]
     prefill_ids: set[str]
     decode_ids: set[str]
-    num_waiting_before: int
     num_running_after: int
     finished: set[str] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
-        if self.prefill_ids and self.decode_ids:
-            return "mixed"
-        if self.prefill_ids:
-            return "prefill_only"
-        if self.decode_ids:
-            return "decode_only"
-        return "empty"
+        from my_scheduler import StepRecorder
+
+        return StepRecorder._step_type(len(self.prefill_ids), len(self.decode_ids))
 
 
 def step(scheduler: AsyncScheduler) -> StepTrace:
     """Plan one step, run the fake model, feed the result back."""
-    waiting_before = len(scheduler.waiting) + len(scheduler.skipped_waiting)
+    from my_scheduler import StepRecorder
+
     output = scheduler.schedule()
     prefill, decode = set(), set()
     for rid, n in output.num_scheduled_tokens.items():
-        req = scheduler.requests[rid]
-        start = req.num_computed_tokens - n
-        (prefill if start < req.num_prompt_tokens or n > 1 else decode).add(rid)
+        is_prefill = StepRecorder._is_prefill_work(scheduler.requests[rid], n, output)
+        (prefill if is_prefill else decode).add(rid)
     running_after = len(scheduler.running)
     before = set(scheduler.requests)
     scheduler.update_from_output(output, fake_model_output(scheduler, output))
     finished = before - set(scheduler.requests)
-    return StepTrace(dict(output.num_scheduled_tokens), prefill, decode, waiting_before,
-                     running_after, finished)
+    return StepTrace(dict(output.num_scheduled_tokens), prefill, decode, running_after, finished)
 
 
 def run_until_done(scheduler: AsyncScheduler, arrivals: Iterable[list[Request]] = (),
                    max_steps: int = 5000) -> list[StepTrace]:
     """Add each step's arrivals, step, until everything finished or ``max_steps`` ran."""
     traces: list[StepTrace] = []
-    arrival_iter = iter(arrivals)
+    batches = iter(arrivals)
     exhausted = False
     for _ in range(max_steps):
-        if not exhausted:
-            batch = next(arrival_iter, None)
-            if batch is None:
-                exhausted = True
-            else:
-                for req in batch:
-                    scheduler.add_request(req)
+        batch = None if exhausted else next(batches, None)
+        exhausted = batch is None
+        for req in batch or ():
+            scheduler.add_request(req)
         if exhausted and not scheduler.has_unfinished_requests():
             break
         traces.append(step(scheduler))
     return traces
 
 
-# --------------------------------------------------------------------------------------------
-# Scheduler overhead benchmark
-# --------------------------------------------------------------------------------------------
+# ---- Scheduler overhead benchmark ------------------------------------------------------------
 def _loaded_scheduler(cls: type, waiting: int, running: int, max_num_seqs: int,
                       seed: int) -> AsyncScheduler:
     """A scheduler with ``running`` decoding requests and ``waiting`` queued ones."""
     import random
 
     rng = random.Random(seed)
-    cfg = SimConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=2048, num_blocks=400_000,
-                    max_model_len=4096)
-    sched = make_scheduler(cls, cfg)
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=max_num_seqs, num_blocks=400_000))
     for _ in range(running):
         sched.add_request(make_request(rng.randint(128, 1024), 2_000))
     while any(r.is_prefill_chunk for r in sched.running) or sched.waiting:
@@ -252,9 +237,7 @@ def bench(waiting: int, running: int, repeats: int,
     return rows
 
 
-# --------------------------------------------------------------------------------------------
-# Replay: a benchmark's workload through the real scheduler, on a virtual clock
-# --------------------------------------------------------------------------------------------
+# ---- Replay: a benchmark's workload through the real scheduler, on a virtual clock -----------
 def bench_arrivals(num_prompts: int, rate: float, burstiness: float, seed: int) -> np.ndarray:
     """Send times (s after the start) of ``vllm bench serve --seed S --request-rate R
     --burstiness B``: its ``get_request`` draws gamma gaps (shape B, scale 1/(R*B)) from numpy's
@@ -314,15 +297,13 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
     """Serve the workload as vLLM 0.26's async engine loop does, on the virtual clock.
 
     The engine keeps two steps in flight (``EngineCore.step_with_batch_queue``): it plans step
-    N+1 while N runs and applies N's output when N ends, so N+1 is planned before N's tokens
-    exist and sees only the arrivals up to N-1's end. The GPU runs the steps one after another:
-    a step starts when it is planned or when the previous one ends, whichever is later, and
-    lasts what the step-time model says for its features (an empty step runs nothing), plus a
-    residual drawn with ``seed`` where the model file has them. Tokens
-    are stamped with the end of their step, or, with the model's ``output_lag_steps`` = 1 (what
-    the H200 logs show), with the end of the step after it, when the engine applies them and
-    plans the next. Returns the per-request arrays (as ``vllm bench
-    serve --save-detailed`` has them), the scheduler and the number of steps.
+    N+1 while N runs and applies N's output when N ends, so N+1 sees only the arrivals up to
+    N-1's end. A step starts when it is planned or when the previous one ends, whichever is
+    later, and lasts what the step-time model says for its features (an empty step nothing),
+    plus a residual drawn with ``seed`` where the model has them. Tokens are stamped with the end
+    of their step, or with ``output_lag_steps`` = 1 (what the H200 logs show) of the step after
+    it. Returns the per-request arrays (as ``vllm bench serve --save-detailed`` has them), the
+    scheduler and the number of steps.
     """
     from my_scheduler import step_features
     from harness.step_model import predict_s

@@ -14,46 +14,35 @@ one server and the files are ``<tag>_<NAME>_rate-...``); a run whose file exists
 sweep cut off halfway resumes where it stopped. ``--dry-run`` prints the plan.
 
 The front end. Near a small model's capacity one Python API-server process cannot keep up with
-the engine: it merges several tokens of a request into one streamed chunk, and the latencies then
-measure queueing in the front end, not the scheduler. ``--api-servers N`` starts the server with
-``--api-server-count N`` (N processes sharing the one engine core); ``--clients 1,2`` also runs
-each load split over two ``vllm bench serve`` processes (each with its share of the prompts, the
-rate, and seed + k), which shows whether the client limits. Every result carries a
-``frontend`` block (``lab_metrics.frontend_check``): token-gap completeness (ITL entries per
-output token gap; below 0.99: "front end lagged"), each server process's CPU in cores with its
-role (API server, engine core), and each client's.
+the engine (it merges several tokens into one streamed chunk), and the latencies then measure
+the front end, not the scheduler. ``--api-servers N`` starts the server with
+``--api-server-count N``; ``--clients 1,2`` also runs each load split over two ``vllm bench
+serve`` processes (each with its share of the prompts and the rate, and seed + k), which shows
+whether the client limits. Every result's ``frontend`` block (``lab_metrics.frontend_check``)
+has the token-gap completeness (below 0.99: "front end lagged") and the CPU cores of each
+server process, with its role, and of each client.
 
-What it does, in order: checks the scheduler name and the port; starts the server (its own
-process group, log in ``<out-dir>/logs/``) on a free port with the project on ``PYTHONPATH``;
-waits for ``/health`` while checking that the process is alive (a server that dies is reported
-with the end of its log); per run, empties the prefix cache (runs replay the same seeded prompts,
-and a cached prompt would skip its prefill; the server runs with ``VLLM_SERVER_DEV_MODE=1`` for
-that endpoint), polls ``/metrics`` in the background (peak ``vllm:kv_cache_usage_perc``,
-running/waiting peaks, preemptions, prefix-cache hits) and runs the benchmark clients;
-stops the server on exit, error, Ctrl-C or SIGTERM, killing its whole process group.
+What it does: checks the scheduler name and the port; starts the server (its own process
+group, log in ``<out-dir>/logs/``) with the project on ``PYTHONPATH``; waits for ``/health``
+(a server that dies is reported with the end of its log); per run, empties the prefix cache
+(runs replay the same seeded prompts; hence ``VLLM_SERVER_DEV_MODE=1``), polls ``/metrics``
+in the background and runs the clients; stops the whole process group on exit, error, Ctrl-C
+or SIGTERM.
 
-Result file schema (``schema_version`` 4): ``meta`` (provenance), ``config`` (every knob: server
-and bench commands, scheduler and its settings (``strategy_settings``, given to the server with
-``--additional-config``), rate, workload, run index, and as structured values the API-server
-count, the client processes, prompts and seed), ``host`` (load average and other vLLM servers on
-the host before and after the run, the lockstep partners, if any; the server's busiest processes
-in cores over the load window with their roles, each client's cores, and the GPU's utilization
-from NVML), ``frontend`` (the front-end check), ``client`` (what ``vllm bench serve`` saved,
-merged over its processes; the per-request arrays are in the binary file beside the result,
-``<result stem>.requests.npz.xz``, named by ``detail_file``: ``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks, sampled every 0.25 s, and KV capacity;
-for this project's schedulers the recorder's counters for this run and its cumulative
-statistics), ``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as
-warm-up). Version 1 files lack ``host``; version 1 and 2 files got ``frontend`` by a one-time
-migration, and files before version 4 had their arrays moved out of the JSON into the file
-beside them (a one-time migration; the committed files are all in the current layout).
+Result file (``schema_version`` 4): ``meta`` (provenance), ``config`` (every knob, with the
+strategy's settings and the flags as structured values), ``host`` (load and other vLLM servers
+before and after, lockstep partners, the server's and clients' CPU cores over the load window,
+GPU utilization from NVML), ``frontend``, ``client`` (what ``vllm bench serve`` saved, merged
+over its processes; the per-request arrays are in ``<result stem>.requests.npz.xz`` beside it,
+named by ``detail_file``: ``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks and KV
+capacity; for this project's schedulers the recorder's counters for the run and cumulative),
+``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as warm-up).
 
-Lockstep (``--sync-dir DIR --sync-parties N``): configurations that run at the same time on
-different GPUs of one host share its CPUs, and a vLLM server's front end is CPU-bound at these
-rates, so a run measured next to a busy neighbour is slower than one measured alone. With these
-flags each run waits until all N configurations are ready for the same run (same workload, rate
-and run index) and they start together, so strategies compared within a wave saw the same
-neighbour. A configuration marks the runs it skips (already done) and its departure, so no one
-waits for it; after ``--sync-timeout`` seconds a run starts anyway and records that it did.
+Lockstep (``--sync-dir DIR --sync-parties N``): configurations running at once on different GPUs
+of one host share its CPUs, and the front end is CPU-bound at these rates, so each run waits
+until all N configurations are ready for the same run and they start together: strategies
+compared within a wave saw the same neighbour. Runs skipped and departures are marked, so no one
+waits for them; after ``--sync-timeout`` seconds a run starts anyway and records that it did.
 
 Environment: ``LAB3_SERVE_CMD`` and ``LAB3_BENCH_CMD`` replace the two commands (default:
 ``vllm serve`` and ``vllm bench serve`` with the ``vllm`` command beside this interpreter, else
@@ -65,6 +54,7 @@ module runs one API server whatever ``--api-server-count`` says).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -258,13 +248,12 @@ def load_pynvml() -> ModuleType | None:
 class GpuUtilSampler(PeriodicSampler):
     """``utilization.gpu`` of the server's GPU from NVML (no CUDA context), every 0.5 s.
 
-    The share of time a kernel ran: with the server's GPU far from 100% at a saturating load,
-    the limit is elsewhere (the front end, the scheduler). ``report`` averages the samples of a
-    time window (``LoadWindow``: while load runs; the client's own start-up, about 20 s with
-    the GPU idle, would otherwise halve the figure). NVML in-process, not an nvidia-smi process
-    every 0.5 s: no fork and exec competing with the server for the host's cores. ``gpu_index``
-    is the physical index (``CUDA_VISIBLE_DEVICES``'s entry), which NVML numbers as nvidia-smi
-    does. Without NVML (no bindings, no driver: ``nvmlInit`` raises) it records nothing.
+    The share of time a kernel ran: far from 100% at a saturating load, the limit is elsewhere
+    (the front end, the scheduler). ``report`` averages over a window (``LoadWindow``: the
+    client's own start-up, about 20 s with the GPU idle, would otherwise halve the figure). NVML
+    in-process, not nvidia-smi: no fork and exec competing with the server for the host's cores.
+    ``gpu_index`` is the physical index (``CUDA_VISIBLE_DEVICES``'s entry). Without NVML (no
+    bindings, no driver) it records nothing.
     """
 
     def __init__(self, gpu_index: str, interval_s: float = 0.5) -> None:
@@ -332,23 +321,18 @@ class LoadWindow:
         # Per client pid: (time, its CPU seconds) when it started its load and when it finished.
         self.client_marks: dict[int, dict[str, tuple[float, float | None]]] = {}
 
-    def add_client(self, pid: int) -> None:
-        self.client_marks[pid] = {"added": (time.monotonic(), process_cpu_seconds(pid))}
-
     def client_mark(self, pid: int, event: str) -> None:
-        """Client ``pid`` started (``load``) or finished (``done``) its load: read its CPU now,
-        while it is still alive (clients end at different times)."""
+        """Client ``pid`` started (``added``), started its load (``load``) or finished it
+        (``done``): read its CPU now, while it is still alive (clients end at different times)."""
         self.client_marks.setdefault(pid, {})[event] = (time.monotonic(), process_cpu_seconds(pid))
 
     def start(self) -> None:
-        if self.started:
-            return
-        self.cpu_start, self.t_start, self.started = group_cpu_seconds(self.pgid), time.monotonic(), True
+        if not self.started:
+            self.cpu_start, self.t_start, self.started = group_cpu_seconds(self.pgid), time.monotonic(), True
 
     def end(self) -> None:
-        if self.ended:
-            return
-        self.cpu_end, self.t_end, self.ended = group_cpu_seconds(self.pgid), time.monotonic(), True
+        if not self.ended:
+            self.cpu_end, self.t_end, self.ended = group_cpu_seconds(self.pgid), time.monotonic(), True
 
     def server_cpu(self) -> list[dict[str, Any]]:
         """The server's busiest processes in cores, each with its role (``process_role``)."""
@@ -450,16 +434,16 @@ def result_name(tag: str, load: str, rate: str, run: int, clients: int = 1) -> s
     return f"{tag}{middle}_rate-{rate_label(rate)}{split}_run-{run}.json"
 
 
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """Where a failed process's log is, and its last lines, for an error message."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        last = "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
-        return "(no log)"
+        last = "(no log)"
+    return f"log {path}, last lines:\n{last}"
 
 
-# --------------------------------------------------------------------------------------------
-# Ports
-# --------------------------------------------------------------------------------------------
+# ---- Ports -----------------------------------------------------------------------------------
 def port_is_busy(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -472,9 +456,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-# --------------------------------------------------------------------------------------------
-# The server
-# --------------------------------------------------------------------------------------------
+# ---- The server ------------------------------------------------------------------------------
 @dataclass
 class Server:
     """A ``vllm serve`` process in its own process group, stopped with all its children."""
@@ -506,8 +488,7 @@ class Server:
 
     def died(self, when: str) -> HarnessError:
         code = None if self.process is None else self.process.poll()
-        return HarnessError(f"the server died {when} (exit code {code}); log {self.log_path}, "
-                            f"last lines:\n{tail(self.log_path)}")
+        return HarnessError(f"the server died {when} (exit code {code}); {log_tail(self.log_path)}")
 
     def wait_ready(self, timeout_s: float) -> float:
         """Seconds until ``/health`` answered 200; fails fast if the process exits."""
@@ -515,15 +496,13 @@ class Server:
         while time.monotonic() - start < timeout_s:
             if not self.alive():
                 raise self.died("while starting")
-            try:
+            with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
                     if resp.status == 200:
                         return time.monotonic() - start
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
             time.sleep(1.0)
         raise HarnessError(f"the server did not become healthy within {timeout_s:.0f} s; "
-                           f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
+                           f"{log_tail(self.log_path)}")
 
     def reset_prefix_cache(self) -> None:
         """Empty the prefix cache (a dev-mode endpoint), so a run never reuses the last one's KV.
@@ -563,17 +542,12 @@ class Server:
             time.sleep(0.1)
 
     def _kill_group(self, sig: int) -> None:
-        if self.process is None:
-            return
-        try:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
-# --------------------------------------------------------------------------------------------
-# /metrics
-# --------------------------------------------------------------------------------------------
+# ---- /metrics --------------------------------------------------------------------------------
 def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
     """Prometheus text exposition as (name, labels, value) samples (prometheus_client's parser,
     which vLLM's own metrics come from)."""
@@ -639,9 +613,7 @@ class MetricsPoller(PeriodicSampler):
         }
 
 
-# --------------------------------------------------------------------------------------------
-# Engine statistics written by my_scheduler's recorder
-# --------------------------------------------------------------------------------------------
+# ---- Engine statistics written by my_scheduler's recorder ------------------------------------
 def read_stats(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
@@ -665,9 +637,7 @@ def counters_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) 
             "preemptions": after["queues"]["preemptions"] - before.get("queues", {}).get("preemptions", 0)}
 
 
-# --------------------------------------------------------------------------------------------
-# One configuration
-# --------------------------------------------------------------------------------------------
+# ---- One configuration -----------------------------------------------------------------------
 def flag_params(tokens: list[str]) -> dict[str, Any]:
     """Command-line flags as the structured record readers use (``--max-num-batched-tokens 2048``
     -> ``{"max_num_batched_tokens": 2048}``; a flag without a value -> True), so that no reader
@@ -808,7 +778,7 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
         for client in clients:
             client.start(env)
             assert client.process is not None
-            window.add_client(client.process.pid)
+            window.client_mark(client.process.pid, "added")
         pumps = [threading.Thread(target=client.pump, args=(watcher(client.process.pid),), daemon=True)
                  for client in clients if client.process is not None]
         for pump in pumps:
@@ -821,8 +791,7 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
             client.kill()
     for client, code in zip(clients, codes):
         if code != 0:
-            raise HarnessError(f"the benchmark client failed (exit code {code}); log {client.log_path}, "
-                               f"last lines:\n{tail(client.log_path)}")
+            raise HarnessError(f"the benchmark client failed (exit code {code}); {log_tail(client.log_path)}")
 
 
 def merge_client_results(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -861,7 +830,8 @@ class RunSpec:
     @property
     def key(self) -> str:
         """Names the run independently of the configuration: what lockstep partners share."""
-        return run_key(self.load, self.rate, self.run, self.clients)
+        name = result_name(self.load.name or "load", "", self.rate, self.run, self.clients)
+        return name.removesuffix(".json")
 
 
 def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
@@ -968,12 +938,6 @@ def checked_scheduler_cls(args: argparse.Namespace) -> str:
         raise HarnessError(f"port {args.port} is busy: another server is listening there "
                            "(stop it, or pass --port 0 for a free one)")
     return scheduler_cls
-
-
-def run_key(load: Load, rate: str, run: int, clients: int = 1) -> str:
-    """Names one run independently of the configuration: what lockstep partners share."""
-    split = f"_clients-{clients}" if clients != 1 else ""
-    return f"{load.name or 'load'}_rate-{rate_label(rate)}{split}_run-{run}"
 
 
 def print_plan(args: argparse.Namespace, scheduler_cls: str, todo: list[RunSpec]) -> int:

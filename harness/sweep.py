@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +87,7 @@ def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
-# --------------------------------------------------------------------------------------------
-# Arguments
-# --------------------------------------------------------------------------------------------
+# ---- Arguments -------------------------------------------------------------------------------
 @dataclass
 class SweepArgs:
     """The flags every sweep takes: model, the handout's load and server settings, front end,
@@ -145,14 +143,10 @@ class SweepArgs:
 
     @classmethod
     def from_cli_args(cls, ns: argparse.Namespace) -> SweepArgs:
-        offline = ns.offline
-        return cls(model=str(ROOT / "models" / "qwen3-0.6b") if offline else ns.model,
-                   dummy_weights=ns.dummy_weights or offline, runs=ns.runs, num_prompts=ns.num_prompts,
-                   input_len=ns.input_len, output_len=ns.output_len, seed=ns.seed,
-                   max_num_seqs=ns.max_num_seqs, gpu_memory_utilization=ns.gpu_memory_utilization,
-                   server_extra=ns.server_extra, api_servers=ns.api_servers, clients=ns.clients,
-                   out_dir=ns.out_dir, gpus=ns.gpus or [], force=ns.force, dry_run=ns.dry_run,
-                   plot=not (ns.no_plot or ns.dry_run))
+        values = {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
+        if ns.offline:
+            values.update(model=str(ROOT / "models" / "qwen3-0.6b"), dummy_weights=True)
+        return cls(**values | {"gpus": ns.gpus or [], "plot": not (ns.no_plot or ns.dry_run)})
 
 
 @dataclass
@@ -205,9 +199,7 @@ class Config:
                                             ("--dry-run", sweep.dry_run)) if on]
 
 
-# --------------------------------------------------------------------------------------------
-# Lanes
-# --------------------------------------------------------------------------------------------
+# ---- Lanes -----------------------------------------------------------------------------------
 class Lanes:
     """At most one harness per GPU lane (one lane, "any", without ``--gpus``); configurations in
     lockstep waves of one per lane. Signals reach every running harness, which stops its server."""
@@ -311,9 +303,7 @@ def capacity_rate(folder: Path, tag: str, fraction: float, output_len: int) -> f
     return fraction * statistics.median(tputs) / output_len if tputs else None
 
 
-# --------------------------------------------------------------------------------------------
-# Task 2
-# --------------------------------------------------------------------------------------------
+# ---- Task 2 ----------------------------------------------------------------------------------
 def task2(ns: argparse.Namespace) -> int:
     """One server per max_num_batched_tokens value, every rate on each; with
     ``--near-saturation F`` the capacity (budget 2048, rate inf) first, then the rate F x it."""
@@ -339,9 +329,7 @@ def task2(ns: argparse.Namespace) -> int:
                    lambda c: f"max_num_batched_tokens={c.budget}, rates {','.join(rates)}, {sweep.runs} run(s) each")
 
 
-# --------------------------------------------------------------------------------------------
-# Task 3 and the SLO study
-# --------------------------------------------------------------------------------------------
+# ---- Task 3 and the SLO study ----------------------------------------------------------------
 def strategy_settings(pairs: list[str]) -> dict[str, float]:
     """``--strategy-setting KEY=VALUE`` flags as a dict (checked per strategy later)."""
     settings = {}
@@ -451,9 +439,7 @@ def slo(ns: argparse.Namespace) -> int:
                    lambda c: f"strategy {c.tag}: rates {' '.join(ns.rates)}, SLO {goodput}")
 
 
-# --------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------
+# ---- Command line ----------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     subs = top.add_subparsers(dest="sweep", required=True)
