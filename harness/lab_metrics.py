@@ -312,6 +312,11 @@ def parse_slo(spec: str | None, default: str = "ttft:500 tpot:50") -> dict[str, 
     return slo
 
 
+def slo_key(spec: str | None) -> str:
+    """One spelling per SLO ("ttft:500 tpot:50"), the key of a stored attainment."""
+    return " ".join(f"{name}:{value:g}" for name, value in parse_slo(spec).items())
+
+
 def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
                    warmup_fraction: float = 0.1) -> dict[str, Any]:
     """Share of kept requests that meet every term of ``slo`` (ms), and goodput in requests/s.

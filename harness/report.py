@@ -27,7 +27,7 @@ from harness import step_model
 from harness.document import Block, bullets, heading, image, para, render_markdown, render_pdf, table
 from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
                              LATE_GAPS, METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range,
-                             load_label, parse_slo, slo_attainment, meta_field, point_table, provenance_line, shown,
+                             load_label, meta_field, point_table, provenance_line, shown,
                              sitting_text, sort_key, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
@@ -779,7 +779,7 @@ def screen_tables(res: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
                          "rate": float(r.config["rate"]), "run": r.config["run"], "attainment": a["attainment"],
                          "tpot missed": a["num_missed_by_term"]["tpot"] / a["num_kept"]}
                         for r in res.serving.get(SCREEN, []) for slo in SCREEN_SLOS
-                        for a in [slo_attainment(r.detail, parse_slo(slo), r.config["warmup_fraction"])]])
+                        for a in [r.attainment(slo)]])
     if att.empty:
         return att, att
     att = att.sort_values(["slo", "workload", "strategy", "rate", "run"], key=sort_key, kind="stable")

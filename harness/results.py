@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment
+from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment, slo_key
 from my_scheduler import FORMER_NAMES, STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,6 +179,13 @@ class Run:
     def detail(self) -> dict[str, Any]:
         return read_detail(self.path, {"client": self.client})
 
+    def attainment(self, slo: str | None) -> dict[str, Any]:
+        """SLO attainment (``lab_metrics.slo_attainment``) under ``slo`` ("ttft:500 tpot:50"; None:
+        the lab's pair): as the file stores it (``summary.slo_attainment``, the replays written
+        without per-request arrays), else recomputed from the arrays."""
+        stored = (self.summary.get("slo_attainment") or {}).get(slo_key(slo))
+        return stored or slo_attainment(self.detail, parse_slo(slo), self.config["warmup_fraction"])
+
     @property
     def served_by(self) -> tuple[int, int]:
         """(API-server processes, client processes); files from before the knobs had one each."""
@@ -233,7 +240,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         counts = engine.get("scheduler_counts_this_run") or {}
         gpu = (run.host or {}).get("gpu_util") or {}
         roles = front.get("server_cores_by_role") or {}
-        attained = slo_attainment(run.detail, parse_slo(cfg.get("goodput")), cfg["warmup_fraction"])
+        attained = run.attainment(cfg.get("goodput"))
         budget = cfg["server_params"].get("max_num_batched_tokens")
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,

@@ -368,7 +368,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``replay``: simulate, time it, write the result file (schema of ``serve_bench.py``)."""
     import my_scheduler
     from harness import step_model
-    from harness.lab_metrics import frontend_check, pack_detail, summarize, unpack_detail, write_run
+    from harness.lab_metrics import (frontend_check, pack_detail, parse_slo, slo_attainment, slo_key, summarize,
+                                     unpack_detail, write_run)
+    from harness.provenance import write_json_atomic
     from harness.provenance import collect_meta
     from harness.serve_bench import SCHEMA_VERSION, flag_params, rate_label
 
@@ -395,6 +397,10 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     bench_args = (f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
                   f"{args.output_len} --random-range-ratio {ratio} --burstiness {args.burstiness} --ignore-eos")
     summary = summarize(detail, args.warmup_fraction, args.timeout_s)
+    slos = [*([args.goodput] if args.goodput else []), *args.slo]
+    if slos:  # the readers take these as stored, so a file without its arrays still has them
+        summary["slo_attainment"] = {slo_key(slo): slo_attainment(detail, parse_slo(slo), args.warmup_fraction)
+                                     for slo in slos}
     stored = unpack_detail(pack_detail(detail))  # the front-end check of the arrays as the file keeps them
     record = {
         "schema_version": SCHEMA_VERSION, "simulated": True,
@@ -417,7 +423,11 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
         "summary": summary,
     }
-    write_run(args.out, record, detail)
+    if args.no_detail:
+        record["client"]["detail_file"] = None
+        write_json_atomic(args.out, record)
+    else:
+        write_run(args.out, record, detail)
     print(f"TTFT P50 {summary['ttft_ms']['p50']:.1f} ms, ITL P99 {summary['itl_ms']['p99']:.1f} ms -> {args.out}")
     return 0
 
@@ -441,6 +451,11 @@ def add_replay_parser(sub: Any) -> None:
                    help="seed of the per-step residual draws (default --seed): replays of one load that differ as runs do")
     r.add_argument("--run", type=int, default=1, help="run number written to the file (as the sweeps' --runs)")
     r.add_argument("--goodput", default=None, help="SLO, as vllm bench serve --goodput (e.g. 'ttft:500 tpot:50')")
+    r.add_argument("--slo", action="append", default=[],
+                   help="another SLO whose attainment the file stores (repeatable; the --goodput syntax)")
+    r.add_argument("--no-detail", action="store_true",
+                   help="write no per-request arrays: tables that need only the summary and the stored "
+                        "attainments (a screen of many replays) stay small")
     r.add_argument("--additional-config", default="{}", help="strategy settings as JSON, as vllm serve gets them")
     r.add_argument("--out", type=Path, required=True)
 

@@ -15,6 +15,8 @@ from harness.lab_metrics import detail_path, frontend_check, read_detail, summar
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SERVING = sorted(p for p in RESULTS.glob("*/*.json") if p.parent.name != "steplogs")  # not the step-model fit
+# Files with per-request arrays; the others are replays that store what their tables need (below).
+WITH_ARRAYS = [p for p in SERVING if json.loads(p.read_text())["client"].get("detail_file")]
 
 
 def _copy_run(source: Path, folder: Path) -> None:
@@ -45,7 +47,18 @@ def _flat(tree: dict, prefix: str = "") -> dict:
     return out
 
 
-@pytest.mark.parametrize("path", SERVING, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_only_replays_go_without_their_arrays():
+    """A GPU run's per-request arrays are its measurement: only simulated files may lack them, and
+    those store the attainment under both pairs of the screen."""
+    for path in sorted(set(SERVING) - set(WITH_ARRAYS)):
+        run = json.loads(path.read_text())
+        assert run["simulated"], path
+        assert set(run["summary"]["slo_attainment"]) >= {"ttft:500 tpot:50", "ttft:200 tpot:25"}, path
+    for path in WITH_ARRAYS:
+        assert detail_path(path).is_file(), path
+
+
+@pytest.mark.parametrize("path", WITH_ARRAYS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_stored_summaries_and_frontend_blocks_match_a_recomputation(path):
     """Every committed serving file's summary and front-end check are what the current
     lab_metrics computes from its own per-request arrays; at rate inf the throughput agrees with

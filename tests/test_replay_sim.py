@@ -232,3 +232,32 @@ def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_fil
     assert detail["input_lens"] == [int(n) for n in ss.bench_lengths(30, 128, 16, 0.5, 42)[0]]
     assert all(len(itls) == n - 1 for itls, n in zip(detail["itls"], detail["output_lens"]))
     assert rows.loc[0, "TTFT P50 (ms)"] > 0 and not math.isnan(rows.loc[0, "ITL P99 (ms)"])
+
+
+def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment(tmp_path):
+    """One committed screen file, replayed again from its own flags with the committed step model:
+    the same summary, and the attainment the file stores under both SLO pairs, with no arrays."""
+    import hashlib
+    import shlex
+
+    from harness.results import Run
+
+    root = Path(__file__).resolve().parent.parent
+    stored = json.loads((root / "results/replay_screen_api-4/sjf_varlen-0.9_rate-40_run-2.json").read_text())
+    fit = root / stored["step_model"]["file"]
+    assert hashlib.sha256(fit.read_bytes()).hexdigest() == stored["step_model"]["sha256"]
+    argv = shlex.split(stored["meta"]["command"])[2:]  # python sched_sim.py | replay ...
+    out = tmp_path / "again.json"
+    argv[argv.index("--out") + 1], argv[argv.index("--step-model") + 1] = str(out), str(fit)
+    assert ss.main([*argv, "--slo", "ttft:200 tpot:25", "--no-detail"]) == 0
+    again = json.loads(out.read_text())
+    assert again["client"]["detail_file"] is None and not list(tmp_path.glob("*.npz.xz"))
+    slos = again["summary"].pop("slo_attainment"), stored["summary"].pop("slo_attainment")
+    assert again["summary"] == stored["summary"]
+    # The committed file's attainment came from its arrays (times kept to 50 us), the new one from
+    # exact times: the same requests meet each SLO, the goodput's span differs by microseconds.
+    for slo in ("ttft:500 tpot:50", "ttft:200 tpot:25"):
+        new, old = slos[0][slo], slos[1][slo]
+        assert Run.read(out).attainment(slo) == new
+        assert {k: v for k, v in new.items() if k != "goodput_req_s"} == {k: v for k, v in old.items() if k != "goodput_req_s"}
+        assert new["goodput_req_s"] == pytest.approx(old["goodput_req_s"], rel=1e-4)

@@ -3,7 +3,9 @@ own, so the anchor is not skipped as done because the other part already measure
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -11,8 +13,9 @@ SITTINGS = ROOT / "experiments" / "sittings.sh"
 
 
 def dry_run(name: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAB3_PYTHON": sys.executable}  # the interpreter running the tests has vLLM
     return subprocess.run(["bash", str(SITTINGS), name, "--dry-run"], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                          timeout=300, cwd=ROOT, env=env)
 
 
 def test_an_anchor_already_measured_elsewhere_runs_again():
