@@ -246,9 +246,40 @@ def frontend_section(res: Results) -> list[Block]:
         blocks += [para("Withdrawn until runs whose front end kept up exist: the earlier report's "
                         "conclusions below rested on lagged runs and may be front-end effects."),
                    bullets(withdrawn)]
-    if verdicts := task3_verdicts(res.rows("task3")):
-        blocks += [para("Settled by the Task 3 runs that kept up (section 5), claim by claim:"), bullets(verdicts)]
+    if verdicts := task2_verdicts(res.rows("task2")) + task3_verdicts(res.rows("task3")):
+        blocks += [para("Settled by the corrected runs (sections 4 and 5), claim by claim:"), bullets(verdicts)]
     return blocks
+
+
+def task2_verdicts(rows: pd.DataFrame) -> list[str]:
+    """The withdrawn Task 2 claims against the corrected sweeps (several API servers): the rate-inf
+    throughput read as unordered noise (from every run, as ``capacity_answer`` reads it: a merged
+    chunk carries the same tokens), and the latency claims, open until a sweep at a Poisson rate
+    has runs that kept up."""
+    several = rows[rows["api servers"] > 1] if not rows.empty else rows
+    verdicts = []
+    for name, part in several[several["rate"] == "inf"].groupby("setting", sort=False):
+        by_budget = part.groupby(BUDGET)[THROUGHPUT]
+        if (by_budget.ngroups < 3 or by_budget.size().min() < MIN_RUNS_TO_SEPARATE
+                or part[BUSIEST_API].max() >= SATURATED_CORE):
+            continue
+        runs = dict(list(by_budget))
+        pairs = [(a, b) for a in runs for b in runs if a < b]
+        medians = by_budget.median()
+        apart = sum(separated(runs[a], runs[b]) for a, b in pairs)
+        verdicts.append(
+            f"The \"unordered\" rate-inf throughput read as measurement noise ({name}, {by_budget.size().min()}+ "
+            f"runs per budget): {'does not hold' if apart else 'holds'}. {apart} of {len(pairs)} pairs of budgets "
+            f"separate (every run of one beyond every run of the other); runs of one budget differ by up to "
+            f"{spread_pct(part, THROUGHPUT, BUDGET):.0f}%, the budgets' medians by "
+            f"{(medians.max() / medians.min() - 1) * 100:.0f}%."
+            + (" The order is real (section 4)." if apart else ""))
+    swept = kept_up(several[several["rate"] != "inf"]).groupby("setting")[BUDGET].nunique()
+    if verdicts and not (swept >= 3).any():
+        verdicts.append("How the TTFT and ITL tails move with the budget, and the chat pick: still open; they "
+                        "need a budget sweep at a Poisson rate whose runs keep up (sittings task2-16-low "
+                        "and -high, task2-stress-low and -high).")
+    return verdicts
 
 
 def task3_verdicts(rows: pd.DataFrame) -> list[str]:
@@ -985,6 +1016,8 @@ def summary_section(res: Results) -> list[Block]:
                         "measured, and no scheduler conclusion is drawn from them" if len(lagged) else "")
                      + (". Answers in the section come only from runs that kept up, where a point "
                         "has them." if len(lagged) < len(rows) else "."))
+        if task == "task2":
+            items += [f"Task 2, {v[0].lower()}{v[1:]}" for v in task2_verdicts(rows)[:1]]
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: every run of a strategy beyond every run of the "
                          f"default (strategy / default, medians) on {'; '.join(found)}; nothing else separated.")

@@ -267,3 +267,23 @@ def test_graph_steps_sentence_reads_the_share_and_its_order():
     unordered = pd.Series({512: 9.0, 1024: 12.0, 2048: 10.0, 4096: 14.0})
     assert "does not order" in report.graph_steps_sentence(unordered, steps)
     assert report.graph_steps_sentence(fits[[512, 1024, 2048]], steps) == ""  # two budgets above 512
+
+
+def test_task2_verdict_on_unordered_throughput_counts_the_separated_pairs():
+    """The withdrawn "unordered" rate-inf throughput, against the corrected sweep: the pairs of
+    budgets whose runs separate, recomputed from the files; no verdict where an API server was
+    saturated, and the latency claims stay open without a Poisson-rate sweep that kept up."""
+    folder = RESULTS / "task2_api-4_budgets"
+    rows = layer.run_rows(layer.load_runs(folder))
+    per_budget: dict[int, list[float]] = {}
+    for path in folder.glob("*_rate-inf_run-*.json"):
+        run = json.loads(path.read_text())
+        per_budget.setdefault(run["config"]["server_params"]["max_num_batched_tokens"], []).append(
+            run["summary"]["output_throughput_tok_s"])
+    pairs = [(a, b) for a in per_budget for b in per_budget if a < b]
+    apart = sum(max(per_budget[a]) < min(per_budget[b]) or max(per_budget[b]) < min(per_budget[a]) for a, b in pairs)
+    verdicts = report.task2_verdicts(rows)
+    assert f"{apart} of {len(pairs)} pairs of budgets separate" in verdicts[0]
+    assert ("does not hold" in verdicts[0]) == (apart > 0)
+    assert "still open" in verdicts[-1]
+    assert report.task2_verdicts(rows.assign(**{layer.BUSIEST_API: 0.95})) == []
