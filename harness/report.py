@@ -256,7 +256,9 @@ def task2_verdicts(rows: pd.DataFrame) -> list[str]:
     throughput read as unordered noise (from every run, as ``capacity_answer`` reads it: a merged
     chunk carries the same tokens), and the latency claims, open until a sweep at a Poisson rate
     has runs that kept up."""
-    several = rows[rows["api servers"] > 1] if not rows.empty else rows
+    if rows.empty:
+        return []
+    several = rows[rows["api servers"] > 1]
     verdicts = []
     for name, part in several[several["rate"] == "inf"].groupby("setting", sort=False):
         by_budget = part.groupby(BUDGET)[THROUGHPUT]
