@@ -230,17 +230,22 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
     assert "Simulated screen" in (RESULTS / "REPORT.md").read_text()
 
 
-def test_rate_inf_capacity_names_the_order_and_what_set_the_pace():
-    """The budget sweep at rate inf: the throughput order of the medians and the budgets whose
-    every run lies beyond all others', recomputed from the files; the engine core is named only
-    while API servers, client and GPU all had slack."""
+def budget_sweep_at_rate_inf() -> tuple[pd.DataFrame, dict[int, list[float]]]:
+    """The corrected budget sweep's rows, and its runs' throughput per budget straight from the files."""
     folder = RESULTS / "task2_api-4_budgets"
-    rows = layer.run_rows(layer.load_runs(folder))
     per_budget: dict[int, list[float]] = {}
     for path in folder.glob("*_rate-inf_run-*.json"):
         run = json.loads(path.read_text())
         per_budget.setdefault(run["config"]["server_params"]["max_num_batched_tokens"], []).append(
             run["summary"]["output_throughput_tok_s"])
+    return layer.run_rows(layer.load_runs(folder)), per_budget
+
+
+def test_rate_inf_capacity_names_the_order_and_what_set_the_pace():
+    """The budget sweep at rate inf: the throughput order of the medians and the budgets whose
+    every run lies beyond all others', recomputed from the files; the engine core is named only
+    while API servers, client and GPU all had slack."""
+    rows, per_budget = budget_sweep_at_rate_inf()
     order = sorted(per_budget, key=lambda b: statistics.median(per_budget[b]))
     steps = json.loads((RESULTS / layer.BUDGET_STEPS_FILE).read_text())
     answer = report.capacity_answer("sweep", rows, steps)
@@ -273,13 +278,7 @@ def test_task2_verdict_on_unordered_throughput_counts_the_separated_pairs():
     """The withdrawn "unordered" rate-inf throughput, against the corrected sweep: the pairs of
     budgets whose runs separate, recomputed from the files; no verdict where an API server was
     saturated, and the latency claims stay open without a Poisson-rate sweep that kept up."""
-    folder = RESULTS / "task2_api-4_budgets"
-    rows = layer.run_rows(layer.load_runs(folder))
-    per_budget: dict[int, list[float]] = {}
-    for path in folder.glob("*_rate-inf_run-*.json"):
-        run = json.loads(path.read_text())
-        per_budget.setdefault(run["config"]["server_params"]["max_num_batched_tokens"], []).append(
-            run["summary"]["output_throughput_tok_s"])
+    rows, per_budget = budget_sweep_at_rate_inf()
     pairs = [(a, b) for a in per_budget for b in per_budget if a < b]
     apart = sum(max(per_budget[a]) < min(per_budget[b]) or max(per_budget[b]) < min(per_budget[a]) for a, b in pairs)
     verdicts = report.task2_verdicts(rows)
