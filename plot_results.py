@@ -168,7 +168,7 @@ def write_figures(res: Results) -> None:
         for workload, rate in res.points(name):
             plot_cdfs(res.serving[name], workload, rate, figures)
     for name in res.folders("slo"):
-        plot_slo(res.rows(name), figures, name)
+        plot_slo(res.folder_rows(name), figures, name)
 
 
 def main(argv: list[str]) -> int:
