@@ -66,14 +66,12 @@ def plot_task2(runs: pd.DataFrame, figures: Path) -> list[Path]:
     and load that sweeps the budget (one budget alone, the front-end study's, is no sweep), every
     run a marker."""
     runs = runs[runs.groupby(["setting", "rate"])[BUDGET].transform("nunique") > 1]
-    series = sorted(runs.groupby(["setting", "rate"], sort=False).groups,
-                    key=lambda k: (k[0], _rate_order(k[1])))
+    series = sorted(runs.groupby(["setting", "rate"], sort=False), key=lambda g: (g[0][0], _rate_order(g[0][1])))
     several = runs["setting"].nunique() > 1
     budgets = sorted(runs[BUDGET].unique())
 
     def draw(ax: Any, column: str) -> None:
-        for i, (name, rate) in enumerate(series):
-            part = runs[(runs["setting"] == name) & (runs["rate"] == rate)]
+        for i, ((name, rate), part) in enumerate(series):
             label = f"{name}, {load_label(rate)}" if several else load_label(rate)
             _runs_and_median(ax, part, BUDGET, column, f"C{i}", label)
         ax.set_xscale("log", base=2)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +118,10 @@ def provenance_line(metas: list[dict[str, Any] | None]) -> str:
     metas = [m for m in metas if m]
     if not metas:
         return "provenance: missing"
-
-    def field(*path: str) -> str:
-        return meta_field(metas, *path)
-
-    models = meta_field(metas, "model",  # a local copy's path differs per host
-                        shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
-    commits = meta_field(metas, "git_commit", shorten=lambda v: v[:7])
+    field = partial(meta_field, metas)
+    models = field("model",  # a local copy's path differs per host
+                   shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
+    commits = field("git_commit", shorten=lambda v: v[:7])
     return (f"GPU {field('gpu', 'name')} ({field('gpu', 'memory_gib')} GiB, driver "
             f"{field('gpu', 'driver')}); vLLM {field('versions', 'vllm')}, torch "
             f"{field('versions', 'torch')}; model {models}, weights {field('weights')}; "
