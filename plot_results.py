@@ -30,9 +30,7 @@ from harness.results import (BUDGET, METRICS, ROOT, THROUGHPUT, Results, Run, _r
 LAG_NOTE = "hollow: front end lagged (token-gap completeness < 0.99)"
 
 
-# --------------------------------------------------------------------------------------------
-# Figures: every run drawn, lagged runs hollow (or dashed), the median as a line
-# --------------------------------------------------------------------------------------------
+# --- Figures: every run drawn, lagged runs hollow (or dashed), the median as a line ---------
 def _runs_and_median(ax: Any, part: pd.DataFrame, x: str, y: str, color: str, label: str,
                      scale: float = 1.0) -> None:
     """One series: a line through the medians over runs at each x, and each run as a marker,
@@ -155,9 +153,7 @@ def plot_slo(runs: pd.DataFrame, figures: Path, prefix: str) -> Path:
     return _save(fig, figures / f"{prefix}_attainment_goodput.png")
 
 
-# --------------------------------------------------------------------------------------------
-# The command: everything read once, then CSVs, figures, tables.md and the report
-# --------------------------------------------------------------------------------------------
+# --- The command: everything read once, then CSVs, figures, tables.md and the report --------
 def write_figures(res: Results) -> None:
     figures = res.folder / "figures"
     if res.folders("task2"):

@@ -115,9 +115,7 @@ def lag_sentence(rows: pd.DataFrame, what: str) -> str:
             "queueing in the API server (section 3).")
 
 
-# --------------------------------------------------------------------------------------------
-# 1 Environment and 2 Task 1
-# --------------------------------------------------------------------------------------------
+# --- 1 Environment and 2 Task 1 -------------------------------------------------------------
 def environment_section(res: Results) -> list[Block]:
     """GPU, model, weights and versions per task, straight from the ``meta`` blocks."""
     task1 = [m.get("meta") or {} for m in (res.task1 or {}).get("methods", {}).values()]
@@ -213,9 +211,7 @@ def task1_section(res: Results) -> list[Block]:
                      bullets(task1_facts(res.task1))]
 
 
-# --------------------------------------------------------------------------------------------
-# 3 The serving front end
-# --------------------------------------------------------------------------------------------
+# --- 3 The serving front end ----------------------------------------------------------------
 FRONTEND_DEFINITIONS = (
     "How the serving runs are read. ITL is measured per streamed chunk: the client records one "
     "gap per chunk it receives. Token-gap completeness is ITL entries / (output tokens - 1), "
@@ -479,9 +475,7 @@ def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]
     ]
 
 
-# --------------------------------------------------------------------------------------------
-# 4 Task 2
-# --------------------------------------------------------------------------------------------
+# --- 4 Task 2 -------------------------------------------------------------------------------
 def spread_pct(part: pd.DataFrame, column: str, by: str) -> float:
     """Largest (max - min) / median of ``column`` over the runs of one ``by`` value, in %."""
     grouped = part.groupby(by)[column]
@@ -622,9 +616,7 @@ def task2_section(res: Results) -> list[Block]:
                      heading("Answers from the data", 3), bullets(task2_answers(rows, res.budget_steps))]
 
 
-# --------------------------------------------------------------------------------------------
-# 5 Task 3
-# --------------------------------------------------------------------------------------------
+# --- 5 Task 3 -------------------------------------------------------------------------------
 def factors_table(part: pd.DataFrame) -> pd.DataFrame | None:
     """Each strategy against vLLM's default at one point, from runs that kept up: TTFT gain =
     default / strategy (>1 better), ITL cost = strategy / default (>1 worse); medians over runs,
@@ -742,9 +734,7 @@ def task3_section(res: Results) -> list[Block]:
     return blocks
 
 
-# --------------------------------------------------------------------------------------------
-# 6 Beyond the handout: SLO studies
-# --------------------------------------------------------------------------------------------
+# --- 6 Beyond the handout: SLO studies ------------------------------------------------------
 SLO_MOTIVATION = (
     "Our SLO-aware strategies (README, \"Schedulers\"): C bounds how long decodes wait behind "
     "A's prefill-only steps; D adds deadline-aware admission; E spends only the TPOT slack of "
@@ -875,9 +865,7 @@ def screen_section(res: Results) -> list[Block]:
                      "point) can give the confidence intervals issue #16 asks for."])]
 
 
-# --------------------------------------------------------------------------------------------
-# 6b The replay simulator against the H200 (issue #17)
-# --------------------------------------------------------------------------------------------
+# --- 6b The replay simulator against the H200 (issue #17) -----------------------------------
 REPLAY_METRICS = (*METRICS, THROUGHPUT)
 REPLAY_GOAL = {"P50": 0.10, "P99": 0.20, "Throughput": 0.05}  # issue #17's targets, relative error
 
@@ -993,9 +981,7 @@ def replay_section(res: Results) -> list[Block]:
         table(wide), bullets(facts)]
 
 
-# --------------------------------------------------------------------------------------------
-# 7 Summary, assembly and rendering
-# --------------------------------------------------------------------------------------------
+# --- 7 Summary, assembly and rendering ------------------------------------------------------
 def summary_section(res: Results) -> list[Block]:
     items = []
     if res.task1 and {"vllm", "hf-static"} <= set(res.task1["methods"]):

@@ -53,9 +53,7 @@ def load_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-# --------------------------------------------------------------------------------------------
-# Task 1 and provenance
-# --------------------------------------------------------------------------------------------
+# --- Task 1 and provenance ------------------------------------------------------------------
 def _gpu_memory_mib(entry: dict[str, Any]) -> float | None:
     """transformers: the allocator's peak; vLLM: device-wide peak minus the baseline before start."""
     if entry.get("gpu_memory_peak_allocated_mib") is not None:
@@ -128,9 +126,7 @@ def provenance_line(metas: list[dict[str, Any] | None]) -> str:
             f"{date_range([str(m.get('date_utc')) for m in metas])}; commit {commits}")
 
 
-# --------------------------------------------------------------------------------------------
-# Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies
-# --------------------------------------------------------------------------------------------
+# --- Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies --------
 def serving_folders(results_dir: Path, task: str) -> list[Path]:
     """``<results>/<task>`` and every ``<results>/<task>_<name>`` folder: a new folder of runs of
     the same schema (e.g. ``task2_lifted``) joins its task's tables, figures and report section."""
