@@ -30,9 +30,7 @@ from harness.results import (BUDGET, METRICS, ROOT, THROUGHPUT, Results, Run, _r
 LAG_NOTE = "hollow: front end lagged (token-gap completeness < 0.99)"
 
 
-# --------------------------------------------------------------------------------------------
-# Figures: every run drawn, lagged runs hollow (or dashed), the median as a line
-# --------------------------------------------------------------------------------------------
+# --- Figures: every run drawn, lagged runs hollow (or dashed), the median as a line ---------
 def _runs_and_median(ax: Any, part: pd.DataFrame, x: str, y: str, color: str, label: str,
                      scale: float = 1.0) -> None:
     """One series: a line through the medians over runs at each x, and each run as a marker,
@@ -66,14 +64,12 @@ def plot_task2(runs: pd.DataFrame, figures: Path) -> list[Path]:
     and load that sweeps the budget (one budget alone, the front-end study's, is no sweep), every
     run a marker."""
     runs = runs[runs.groupby(["setting", "rate"])[BUDGET].transform("nunique") > 1]
-    series = sorted(runs.groupby(["setting", "rate"], sort=False).groups,
-                    key=lambda k: (k[0], _rate_order(k[1])))
+    series = sorted(runs.groupby(["setting", "rate"], sort=False), key=lambda g: (g[0][0], _rate_order(g[0][1])))
     several = runs["setting"].nunique() > 1
     budgets = sorted(runs[BUDGET].unique())
 
     def draw(ax: Any, column: str) -> None:
-        for i, (name, rate) in enumerate(series):
-            part = runs[(runs["setting"] == name) & (runs["rate"] == rate)]
+        for i, ((name, rate), part) in enumerate(series):
             label = f"{name}, {load_label(rate)}" if several else load_label(rate)
             _runs_and_median(ax, part, BUDGET, column, f"C{i}", label)
         ax.set_xscale("log", base=2)
@@ -157,9 +153,7 @@ def plot_slo(runs: pd.DataFrame, figures: Path, prefix: str) -> Path:
     return _save(fig, figures / f"{prefix}_attainment_goodput.png")
 
 
-# --------------------------------------------------------------------------------------------
-# The command: everything read once, then CSVs, figures, tables.md and the report
-# --------------------------------------------------------------------------------------------
+# --- The command: everything read once, then CSVs, figures, tables.md and the report --------
 def write_figures(res: Results) -> None:
     figures = res.folder / "figures"
     if res.folders("task2"):
@@ -168,7 +162,7 @@ def write_figures(res: Results) -> None:
         for workload, rate in res.points(name):
             plot_cdfs(res.serving[name], workload, rate, figures)
     for name in res.folders("slo"):
-        plot_slo(res.rows(name), figures, name)
+        plot_slo(res.folder_rows(name), figures, name)
 
 
 def main(argv: list[str]) -> int:

@@ -25,10 +25,10 @@ import pandas as pd
 
 from harness import step_model
 from harness.document import Block, bullets, heading, image, para, render_markdown, render_pdf, table
-from harness.results import (API_CORES, BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL,
-                             LATE_GAPS, METRICS, MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range,
-                             load_label, meta_field, point_table, provenance_line, shown,
-                             sitting_text, sort_key, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
+from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, METRICS,
+                             MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
+                             meta_field, point_table, provenance_line, shown, sitting_text, sort_key, span_text,
+                             strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 HANDOUT_RUNS = 2  # the handout's runs per point (median of 2)
@@ -36,8 +36,6 @@ SATURATION_TOLERANCE = 0.05  # a budget within 5% of the best throughput counts 
 CHAT_ITL_TOLERANCE = 0.10  # chat rule: ITL P99 within 10% of the best budget's
 SATURATED_CORE = 0.9  # a one-thread Python process at this share of a core has no slack left
 SATURATED_GPU = 90.0  # GPU busy this % of the load window: the GPU sets the pace
-CUDA_GRAPH_TOKENS = 512  # vLLM 0.26's largest captured CUDA graph here (max_cudagraph_capture_size, server log)
-REGENERATE = "`.venv/bin/python plot_results.py --pdf`"
 WITHDRAWN = {  # the committed folders -> the earlier claims that rested on their runs
     ("task2",): "Task 2: how the TTFT and ITL tails move with the budget (ITL P99 rising, TTFT P99 "
              "falling), the chat-budget pick, and the \"unordered\" rate-inf throughput across "
@@ -92,6 +90,18 @@ def separated(a: pd.Series, b: pd.Series) -> bool:
     return bool(enough and (a.max() < b.min() or b.max() < a.min()))
 
 
+def separating(own: pd.DataFrame, base: pd.DataFrame,
+               columns: tuple[str, ...] = (*METRICS, THROUGHPUT)) -> list[str]:
+    """The columns on which two sets of runs separate."""
+    return [c for c in columns if separated(own[c], base[c])]
+
+
+def no_results(what: str, where: str, command: str, needs: str = "") -> Block:
+    """What a section without results says instead: where they would be and what makes them."""
+    return para(f"No {what} results (`results/{where}` is missing or empty): run `{command}`."
+                + (f" {needs} need them." if needs else ""))
+
+
 def kept_up(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~rows["lagged"]] if not rows.empty else rows
 
@@ -105,9 +115,7 @@ def lag_sentence(rows: pd.DataFrame, what: str) -> str:
             "queueing in the API server (section 3).")
 
 
-# --------------------------------------------------------------------------------------------
-# 1 Environment and 2 Task 1
-# --------------------------------------------------------------------------------------------
+# --- 1 Environment and 2 Task 1 -------------------------------------------------------------
 def environment_section(res: Results) -> list[Block]:
     """GPU, model, weights and versions per task, straight from the ``meta`` blocks."""
     task1 = [m.get("meta") or {} for m in (res.task1 or {}).get("methods", {}).values()]
@@ -193,21 +201,17 @@ def task1_facts(results: dict[str, Any]) -> list[str]:
 def task1_section(res: Results) -> list[Block]:
     blocks = [heading("2 Task 1: transformers vs vLLM offline")]
     if not res.task1:
-        return blocks + [para("No Task 1 results (`results/task1.json` is missing or empty): run "
-                              "`python task1_vllm_vs_hf.py`.")]
+        return blocks + [no_results("Task 1", "task1.json", "python task1_vllm_vs_hf.py")]
     cfg = res.task1["config"]
     metas = [m.get("meta") for m in res.task1["methods"].values()]
     fixed = " (fixed output length)" if cfg.get("fixed_output_len") else ""
-    return blocks + [para(f"{cfg['num_prompts']} prompts, {cfg['max_new_tokens']} new tokens each"
-                          f"{fixed}, {cfg['dtype']}, KV "
-                          f"bytes per token {cfg['kv_bytes_per_token']}. {provenance_line(metas)}."),
+    return blocks + [para(f"{cfg['num_prompts']} prompts, {cfg['max_new_tokens']} new tokens each{fixed}, "
+                          f"{cfg['dtype']}, KV bytes per token {cfg['kv_bytes_per_token']}. {provenance_line(metas)}."),
                      table(task1_table(res.task1)), heading("Numbers for the analysis questions", 3),
                      bullets(task1_facts(res.task1))]
 
 
-# --------------------------------------------------------------------------------------------
-# 3 The serving front end
-# --------------------------------------------------------------------------------------------
+# --- 3 The serving front end ----------------------------------------------------------------
 FRONTEND_DEFINITIONS = (
     "How the serving runs are read. ITL is measured per streamed chunk: the client records one "
     "gap per chunk it receives. Token-gap completeness is ITL entries / (output tokens - 1), "
@@ -229,16 +233,13 @@ def frontend_section(res: Results) -> list[Block]:
     names = [n for task in ("task2", "task3", "slo") for n in res.folders(task)]
     if not names:
         return blocks + [para("No serving results.")]
-    rows = pd.concat([res.folder_rows(n) for n in names], ignore_index=True)
-    frame = pd.concat([point_table(res.folder_rows(n), ["setting", "rate"], extra=(LATE_GAPS,))
-                       for n in names], ignore_index=True)
-    blocks.append(table(shown(frame[["setting", "rate", "runs", "completeness", "front end",
-                                     *[c for c in (LATE_GAPS, *CORES) if c in frame]]])))
-    blocks.append(bullets(handout_front_end_facts(rows)))
+    rows = res.rows("task2", "task3", "slo")
+    blocks += [table(front_end_table([res.folder_rows(n) for n in names], (LATE_GAPS, *CORES))),
+               bullets(handout_front_end_facts(rows))]
     lift = lift_rows(res)
     if not lift.empty:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
-                   para(LIFT_INTRO), table(lift_table(lift)),
+                   para(LIFT_INTRO), table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT))),
                    bullets(lift_facts(lift, rows, below_saturation_rows(res)))]
     withdrawn = [text for folders, text in WITHDRAWN.items()
                  if rows[rows["folder"].isin(folders)]["lagged"].any()]
@@ -302,7 +303,7 @@ def task3_verdicts(rows: pd.DataFrame) -> list[str]:
             verdicts.append(f"Strategy A ({where}): lower TTFT P99 {verdict('TTFT P99 (ms)')}; "
                             f"higher ITL P99 {verdict('ITL P99 (ms)', better_low=False)}.")
         elif name == "sjf" and workload == "fixed":
-            beats = [c[:-5] for c in METRICS if separated(own[c], base[c]) and own[c].median() < base[c].median()]
+            beats = [unit_less(c) for c in separating(own, base, tuple(METRICS)) if own[c].median() < base[c].median()]
             verdicts.append(f"SJF beating the default on the fixed-length load ({where}): "
                             + (f"holds on {', '.join(beats)}." if beats else "does not hold; no latency separates."))
     return verdicts
@@ -358,9 +359,7 @@ def lift_rows(res: Results) -> pd.DataFrame:
 def below_saturation_rows(res: Results) -> pd.DataFrame:
     """Runs at a Poisson rate with several API servers, Task 2 and Task 3 alike: the setting the
     corrected runs use, where the question is whether the front end keeps up below saturation."""
-    rows = pd.concat([res.rows("task2"), res.rows("task3")], ignore_index=True)
-    if rows.empty:
-        return rows
+    rows = res.rows("task2", "task3")  # not empty: the front-end study's folders are Task 2's
     return rows[(rows["rate"] != "inf") & (rows["api servers"] > 1) & (rows["clients"] == 1)]
 
 
@@ -370,10 +369,11 @@ def several_api_servers(lift: pd.DataFrame) -> pd.DataFrame:
     return lift[(lift["api servers"] > 1) & (lift["clients"] == 1)]
 
 
-def lift_table(lift: pd.DataFrame) -> pd.DataFrame:
-    columns = [WHOLE_REQUESTS, API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL, THROUGHPUT]
-    frame = point_table(lift, ["setting", "rate"], extra=(WHOLE_REQUESTS,))
-    return shown(frame[["setting", "rate", "runs", "completeness", "front end", *columns]])
+def front_end_table(frames: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame:
+    """Per setting and load of each frame: runs, completeness range, front end and the medians of
+    ``columns`` (those recorded)."""
+    frame = pd.concat([point_table(f, ["setting", "rate"], extra=columns) for f in frames], ignore_index=True)
+    return shown(frame[["setting", "rate", "runs", "completeness", "front end", *[c for c in columns if c in frame]]])
 
 
 def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame) -> list[str]:
@@ -475,9 +475,7 @@ def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]
     ]
 
 
-# --------------------------------------------------------------------------------------------
-# 4 Task 2
-# --------------------------------------------------------------------------------------------
+# --- 4 Task 2 -------------------------------------------------------------------------------
 def spread_pct(part: pd.DataFrame, column: str, by: str) -> float:
     """Largest (max - min) / median of ``column`` over the runs of one ``by`` value, in %."""
     grouped = part.groupby(by)[column]
@@ -598,8 +596,7 @@ def task2_section(res: Results) -> list[Block]:
     blocks = [heading("4 Task 2: max_num_batched_tokens sweep")]
     rows = res.rows("task2")
     if rows.empty:
-        return blocks + [para("No Task 2 results (`results/task2/` is missing or empty): run "
-                              "`bash task2.sh`. Figures A1/A2 and the analysis need them.")]
+        return blocks + [no_results("Task 2", "task2/", "bash task2.sh", "Figures A1/A2 and the analysis")]
     cfg = res.runs("task2")[0].config
     present = sorted(rows[BUDGET].unique())
     missing = [b for b in HANDOUT_BUDGETS if b not in present]
@@ -619,9 +616,7 @@ def task2_section(res: Results) -> list[Block]:
                      heading("Answers from the data", 3), bullets(task2_answers(rows, res.budget_steps))]
 
 
-# --------------------------------------------------------------------------------------------
-# 5 Task 3
-# --------------------------------------------------------------------------------------------
+# --- 5 Task 3 -------------------------------------------------------------------------------
 def factors_table(part: pd.DataFrame) -> pd.DataFrame | None:
     """Each strategy against vLLM's default at one point, from runs that kept up: TTFT gain =
     default / strategy (>1 better), ITL cost = strategy / default (>1 worse); medians over runs,
@@ -640,8 +635,8 @@ def factors_table(part: pd.DataFrame) -> pd.DataFrame | None:
 
     return pd.DataFrame([{
         "strategy": strategy_label(name),
-        **{f"{c[:-5]} gain": cell(name, c, True) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")},
-        **{f"{c[:-5]} cost": cell(name, c, False) for c in ("ITL P50 (ms)", "ITL P99 (ms)")},
+        **{f"{unit_less(c)} gain": cell(name, c, True) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")},
+        **{f"{unit_less(c)} cost": cell(name, c, False) for c in ("ITL P50 (ms)", "ITL P99 (ms)")},
         "throughput": cell(name, THROUGHPUT, False),
         "runs (strategy / default)": f"{int(med.at[name, 'runs'])} / {int(med.at['default', 'runs'])}",
     } for name in med.index if name != "default"])
@@ -671,7 +666,7 @@ def separations(rows: pd.DataFrame) -> list[str]:
     return [f"{strategy_label(name)} {unit_less(c)} "
             f"{factor(ratio(own[c].median(), base[c].median()))} ({workload}, {rate} req/s)"
             for (_, workload, rate), name, own, base in against_default(rows)
-            for c in (*METRICS, THROUGHPUT) if separated(own[c], base[c])]
+            for c in separating(own, base)]
 
 
 def task3_answers(rows: pd.DataFrame) -> list[str]:
@@ -679,8 +674,8 @@ def task3_answers(rows: pd.DataFrame) -> list[str]:
     the default's separate, and how far runs of one strategy spread on the rest."""
     facts = []
     for (folder, workload, rate), name, own, base in against_default(rows):
-        found = [f"{unit_less(c)} {span_text(own[c], 0)} against "
-                 f"{span_text(base[c], 0)}" for c in (*METRICS, THROUGHPUT) if separated(own[c], base[c])]
+        found = [f"{unit_less(c)} {span_text(own[c], 0)} against {span_text(base[c], 0)}"
+                 for c in separating(own, base)]
         spread = max(spread_pct(p, c, "strategy") for p in (own, base) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
         facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, "
                      f"{sitting_text(pd.concat([own, base])['sitting'])}, {len(own)} / "
@@ -703,9 +698,8 @@ def task3_section(res: Results) -> list[Block]:
     blocks = [heading("5 Task 3: scheduling strategies")]
     rows = res.rows("task3")
     if rows.empty:
-        return blocks + [para("No Task 3 results (`results/task3/` is missing or empty): run "
-                              "`bash task3.sh`. The strategy tables, figure 3A and the analysis "
-                              "need them.")]
+        return blocks + [no_results("Task 3", "task3/", "bash task3.sh",
+                                    "The strategy tables, figure 3A and the analysis")]
     cfg = res.runs("task3")[0].config
     motivation = [STRATEGY_MOTIVATION[n] for n in sorted(set(rows["strategy"])) if n in STRATEGY_MOTIVATION]
     blocks += [bullets(motivation),
@@ -740,9 +734,7 @@ def task3_section(res: Results) -> list[Block]:
     return blocks
 
 
-# --------------------------------------------------------------------------------------------
-# 6 Beyond the handout: SLO studies
-# --------------------------------------------------------------------------------------------
+# --- 6 Beyond the handout: SLO studies ------------------------------------------------------
 SLO_MOTIVATION = (
     "Our SLO-aware strategies (README, \"Schedulers\"): C bounds how long decodes wait behind "
     "A's prefill-only steps; D adds deadline-aware admission; E spends only the TPOT slack of "
@@ -764,10 +756,9 @@ def beside_another_server(run: Run) -> bool:
 def slo_section(res: Results) -> list[Block]:
     blocks = [heading("6 Beyond the handout: SLO attainment and goodput"), para(SLO_MOTIVATION)]
     if not res.folders("slo"):
-        return blocks + [para("No SLO-study results (`results/slo/` is missing or empty): run "
-                              "`bash slo_study.sh`.")]
+        return blocks + [no_results("SLO-study", "slo/", "bash slo_study.sh")]
     for name in res.folders("slo"):
-        runs, rows = res.serving[name], res.rows(name)
+        runs, rows = res.serving[name], res.folder_rows(name)
         cfg = runs[0].config
         beside = sum(map(beside_another_server, runs))
         med = point_table(rows, ["setting", "strategy", "rate"])
@@ -874,9 +865,7 @@ def screen_section(res: Results) -> list[Block]:
                      "point) can give the confidence intervals issue #16 asks for."])]
 
 
-# --------------------------------------------------------------------------------------------
-# 6b The replay simulator against the H200 (issue #17)
-# --------------------------------------------------------------------------------------------
+# --- 6b The replay simulator against the H200 (issue #17) -----------------------------------
 REPLAY_METRICS = (*METRICS, THROUGHPUT)
 REPLAY_GOAL = {"P50": 0.10, "P99": 0.20, "Throughput": 0.05}  # issue #17's targets, relative error
 
@@ -992,9 +981,7 @@ def replay_section(res: Results) -> list[Block]:
         table(wide), bullets(facts)]
 
 
-# --------------------------------------------------------------------------------------------
-# 7 Summary, assembly and rendering
-# --------------------------------------------------------------------------------------------
+# --- 7 Summary, assembly and rendering ------------------------------------------------------
 def summary_section(res: Results) -> list[Block]:
     items = []
     if res.task1 and {"vllm", "hf-static"} <= set(res.task1["methods"]):
@@ -1007,8 +994,7 @@ def summary_section(res: Results) -> list[Block]:
     else:
         items.append("Task 1: no results.")
     for task, label in (("task2", "Task 2"), ("task3", "Task 3"), ("slo", "SLO studies")):
-        frames = [res.folder_rows(n) for n in res.folders(task)]
-        rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        rows = res.rows(task)
         if rows.empty:
             items.append(f"{label}: no results.")
             continue
@@ -1035,9 +1021,9 @@ def summary_section(res: Results) -> list[Block]:
 
 
 def build_report(res: Results) -> list[Block]:
-    intro = para(f"Generated by `plot_results.py` from the JSON files in this folder ({REGENERATE} "
-                 "regenerates it); every number below is read from, or computed from, a results "
-                 "file. Tables: `tables.md`; per-run values: `<folder>_runs.csv`.")
+    intro = para("Generated by `plot_results.py` from the JSON files in this folder (`.venv/bin/python plot_results.py "
+                 "--pdf` regenerates it); every number below is read from, or computed from, a results file. "
+                 "Tables: `tables.md`; per-run values: `<folder>_runs.csv`.")
     return ([heading("Lab 3 report: prefill/decode scheduling in vLLM", 1), intro]
             + environment_section(res) + task1_section(res) + frontend_section(res)
             + task2_section(res) + task3_section(res) + slo_section(res) + replay_section(res)

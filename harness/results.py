@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,7 @@ def load_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-# --------------------------------------------------------------------------------------------
-# Task 1 and provenance
-# --------------------------------------------------------------------------------------------
+# --- Task 1 and provenance ------------------------------------------------------------------
 def _gpu_memory_mib(entry: dict[str, Any]) -> float | None:
     """transformers: the allocator's peak; vLLM: device-wide peak minus the baseline before start."""
     if entry.get("gpu_memory_peak_allocated_mib") is not None:
@@ -91,11 +89,6 @@ def task1_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _distinct(values: list[Any]) -> str:
-    """The values in first-seen order, each once: one value, or 'a / b' where runs differ."""
-    return " / ".join(dict.fromkeys(str(v) for v in values))
-
-
 def meta_field(metas: list[dict[str, Any]], *path: str, shorten: Any = str,
                missing: str | None = None) -> str:
     """The distinct values of one provenance field over a set of results ('a / b' where they
@@ -106,7 +99,7 @@ def meta_field(metas: list[dict[str, Any]], *path: str, shorten: Any = str,
         for key in path:
             value = (value or {}).get(key)
         values.append(missing if value is None and missing is not None else shorten(str(value)))
-    return _distinct(values) if values else (missing or "")
+    return " / ".join(dict.fromkeys(values)) if values else (missing or "")  # first-seen order, each once
 
 
 def date_range(dates: list[str]) -> str:
@@ -123,22 +116,17 @@ def provenance_line(metas: list[dict[str, Any] | None]) -> str:
     metas = [m for m in metas if m]
     if not metas:
         return "provenance: missing"
-
-    def field(*path: str) -> str:
-        return meta_field(metas, *path)
-
-    models = meta_field(metas, "model",  # a local copy's path differs per host
-                        shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
-    commits = meta_field(metas, "git_commit", shorten=lambda v: v[:7])
+    field = partial(meta_field, metas)
+    models = field("model",  # a local copy's path differs per host
+                   shorten=lambda v: Path(v).name if v.startswith("/") or (ROOT / v).exists() else v)
+    commits = field("git_commit", shorten=lambda v: v[:7])
     return (f"GPU {field('gpu', 'name')} ({field('gpu', 'memory_gib')} GiB, driver "
             f"{field('gpu', 'driver')}); vLLM {field('versions', 'vllm')}, torch "
             f"{field('versions', 'torch')}; model {models}, weights {field('weights')}; "
             f"{date_range([str(m.get('date_utc')) for m in metas])}; commit {commits}")
 
 
-# --------------------------------------------------------------------------------------------
-# Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies
-# --------------------------------------------------------------------------------------------
+# --- Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies --------
 def serving_folders(results_dir: Path, task: str) -> list[Path]:
     """``<results>/<task>`` and every ``<results>/<task>_<name>`` folder: a new folder of runs of
     the same schema (e.g. ``task2_lifted``) joins its task's tables, figures and report section."""
@@ -335,12 +323,13 @@ def lag_text(lagged: pd.Series) -> str:
 
 def point_table(rows: pd.DataFrame, keys: list[str], extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Median over the runs of each point (``keys``) of every value column present (``VALUES``
-    and any ``extra``), the number
-    of runs, and, where the rows carry the front-end check, the runs' completeness range and
-    whether the front end lagged ("front end": kept up / lagged / lagged in k of n)."""
+    and any ``extra``), the number of runs, and, where the rows carry the front-end check, the
+    runs' completeness range and whether the front end lagged ("front end": kept up / lagged /
+    lagged in k of n)."""
     keys = [k for k in keys if k in rows]
     grouped = rows.groupby(keys, sort=False)
-    table = grouped[[c for c in (*VALUES, *extra) if c in rows and rows[c].notna().any()]].median()
+    values = dict.fromkeys((*VALUES, *extra))  # each column once: ``extra`` may repeat a value column
+    table = grouped[[c for c in values if c in rows and rows[c].notna().any()]].median()
     table["runs"] = grouped.size()
     if "completeness" in rows:
         table["completeness"] = grouped["completeness"].agg(span_text)
@@ -367,8 +356,6 @@ def shown(table: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:
         out["attainment"] = out["attainment"].map(lambda v: f"{v:.1%}")
     out = out.round(2)
     return out.astype(object).where(out.notna(), "n/a")
-
-
 
 
 def kept_request_values(run: Run) -> dict[str, list[float]]:
@@ -407,8 +394,6 @@ def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
     return pd.DataFrame(rows).sort_values("strategy", key=sort_key, kind="stable")
 
 
-
-
 BUDGET_STEPS_FILE = "sim_budget_steps.json"
 
 
@@ -443,10 +428,9 @@ class Results:
             self._rows[name] = run_rows(self.serving.get(name, []))
         return self._rows[name]
 
-    def rows(self, task: str) -> pd.DataFrame:
-        """Per-run rows of every folder of ``task`` (``task2``, ``task3``), or of one folder."""
-        frames = [self.folder_rows(n) for n in (self.folders(task) if task in ("task2", "task3") else [task])]
-        frames = [f for f in frames if not f.empty]
+    def rows(self, *tasks: str) -> pd.DataFrame:
+        """Per-run rows of every folder of the given tasks (``task2``, ``slo``, ...), in order."""
+        frames = [self.folder_rows(n) for task in tasks for n in self.folders(task)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def points(self, folder: str) -> list[tuple[str, str]]:
