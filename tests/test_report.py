@@ -286,3 +286,22 @@ def test_task2_verdict_on_unordered_throughput_counts_the_separated_pairs():
     assert ("does not hold" in verdicts[0]) == (apart > 0)
     assert "still open" in verdicts[-1]
     assert report.task2_verdicts(rows.assign(**{layer.BUSIEST_API: 0.95})) == []
+
+
+def test_held_out_budgets_compare_each_replay_with_the_gpu_median():
+    """Section 6b's held-out budgets: each replay's throughput against the median of every GPU run
+    of its budget, recomputed from the files; the two orders of the budgets as they come out."""
+    _, per_budget = budget_sweep_at_rate_inf()
+    sim = {}
+    for path in (RESULTS / report.BUDGET_REPLAYS).glob("*.json"):
+        run = json.loads(path.read_text())
+        assert run["simulated"] and run["config"]["rate"] == "inf"
+        sim[run["config"]["server_params"]["max_num_batched_tokens"]] = run["summary"]["output_throughput_tok_s"]
+    both = sorted(set(sim) & set(per_budget))
+    assert len(both) >= 3
+    errors = {b: sim[b] / statistics.median(per_budget[b]) - 1 for b in both}
+    fact = report.budget_replay_fact(layer.Results.load(RESULTS))
+    assert "throughput " + "; ".join(f"{b} {errors[b]:+.0%}" for b in both) in fact
+    gpu_order = " < ".join(str(b) for b in sorted(both, key=lambda b: statistics.median(per_budget[b])))
+    assert f"the GPU {gpu_order}" in fact
+    assert f"The largest miss is at {max(errors, key=lambda b: abs(errors[b]))}." in fact
