@@ -305,3 +305,21 @@ def test_held_out_budgets_compare_each_replay_with_the_gpu_median():
     gpu_order = " < ".join(str(b) for b in sorted(both, key=lambda b: statistics.median(per_budget[b])))
     assert f"the GPU {gpu_order}" in fact
     assert f"The largest miss is at {max(errors, key=lambda b: abs(errors[b]))}." in fact
+
+
+def test_graph_boundary_sets_the_fit_against_measured_steps_on_each_side(tmp_path):
+    """A step log whose steps with prompt tokens cost the fit's extra only above the graph size:
+    the fit over-predicts the steps within it by exactly the extra, and is exact above it."""
+    coefficients = {"intercept": 0.002, "prefill_tokens": 1e-5, "decode_requests": 1e-4,
+                    "context_tokens": 0.0, "has_prefill": 0.01}
+    rows = [(300, 10), (100, 50), (2000, 10), (0, 40)] * 5  # prompt tokens, decoding requests
+    seconds = [0.002 + 1e-5 * p + 1e-4 * d + (0.01 if p + d > 512 else 0.0) for p, d in rows]
+    (tmp_path / "steplogs").mkdir()
+    pd.DataFrame({"prefill_tokens": [p for p, _ in rows], "decode_requests": [d for _, d in rows],
+                  "decode_tokens": [d for _, d in rows], "context_tokens": 0,
+                  "num_requests": [d + (p > 0) for p, d in rows], "step_time_us": [t * 1e6 for t in seconds],
+                  "pipelined": 1}).to_csv(tmp_path / "steplogs" / "log.csv", index=False)
+    within = [(p, d, t) for (p, d), t in zip(rows, seconds) if p and p + d <= 512]
+    expected = sum(t + 0.01 for *_, t in within) / sum(t for *_, t in within)
+    text = report.graph_boundary_text(tmp_path, {"coefficients": coefficients, "output_lag_steps": 0}, 512)
+    assert text == f"log.csv: {expected:.2f}x for {len(within)} steps within, 1.00x for 5 above"
