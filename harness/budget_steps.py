@@ -22,8 +22,7 @@ from pathlib import Path
 
 from harness.provenance import collect_meta, write_json_atomic
 from harness.sched_sim import SimConfig, make_request, make_scheduler, run_until_done
-
-GRAPH_TOKENS = 512  # vLLM 0.26's max_cudagraph_capture_size for Qwen3-0.6B with 256 sequences
+from harness.step_model import GRAPH_TOKENS
 H200_BLOCKS = 72_500  # KV blocks of 16 tokens: about the H200's 1.16 M tokens for Qwen3-0.6B
 
 

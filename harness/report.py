@@ -922,7 +922,7 @@ def held_out_step_error(folder: Path, sm: dict[str, Any]) -> str:
     for log in sorted((folder / "steplogs").glob("*.csv*")):
         if log.name not in fitted:
             x, y = step_model.aligned(step_model.read_step_log(log), sm["output_lag_steps"])
-            pred = x @ np.array([sm["coefficients"][t] for t in step_model.TERMS])
+            pred = x @ np.array([sm["coefficients"].get(t, 0.0) for t in step_model.TERMS])
             out += [f"{log.name} {label} {pred[m].sum() / y[m].sum() - 1:+.1%}"
                     for label, m in (("decode-only", x[:, 4] == 0), ("with prompt tokens", x[:, 4] > 0))]
     return "; ".join(out) or "none"
@@ -934,7 +934,7 @@ def graph_boundary_text(folder: Path, sm: dict[str, Any], graph_tokens: int) -> 
     out = []
     for log in sorted((folder / "steplogs").glob("*.csv*")):
         x, y = step_model.aligned(step_model.read_step_log(log), sm["output_lag_steps"])
-        pred = x @ np.array([sm["coefficients"][t] for t in step_model.TERMS])
+        pred = x @ np.array([sm["coefficients"].get(t, 0.0) for t in step_model.TERMS])
         tokens = x[:, 1] + x[:, 2]  # prompt tokens + one per decoding request
         within, above = (x[:, 4] > 0) & (tokens <= graph_tokens), (x[:, 4] > 0) & (tokens > graph_tokens)
         if within.any() and above.any():
@@ -956,7 +956,8 @@ def budget_replay_fact(res: Results) -> str | None:
         return None
     errors = {b: sim[b] / gpu[b] - 1 for b in both}
     graph = (res.budget_steps or {}).get("config", {}).get("graph_tokens", 512)
-    boundary = graph_boundary_text(res.folder, res.serving[BUDGET_REPLAYS][0].sim["step_model"], graph)
+    fit = res.serving[BUDGET_REPLAYS][0].sim["step_model"]
+    coef, boundary = fit["coefficients"], graph_boundary_text(res.folder, fit, graph)
     worst = max(errors, key=lambda b: abs(errors[b]))
     order = {name: " < ".join(str(b) for b in series[both].sort_values().index) for name, series in
              (("sim", sim), ("gpu", gpu))}
@@ -965,11 +966,15 @@ def budget_replay_fact(res: Results) -> str | None:
             f"`{BUDGET_SWEEP}`: throughput " + "; ".join(f"{b} {errors[b]:+.0%}" for b in both)
             + f". The simulator orders them {order['sim']}, the GPU {order['gpu']}"
             + (" (the same)" if order["sim"] == order["gpu"] else "")
-            + f". The largest miss is at {worst}. The step model charges every step with prompt tokens "
-              f"one fixed extra, measured at budget 2048 where most such steps exceed the {graph}-token CUDA "
-              "graphs; it has no term for a step that fits them, section 4's candidate cause."
-            + (" The measured steps say the same: predicted / measured time of the steps with prompt "
-               f"tokens within {graph} tokens and above them, {boundary}." if boundary else ""))
+            + f". The largest miss is at {worst}. "
+            + (f"The step model's extra for a step with prompt tokens is {1e3 * coef['has_prefill']:+.1f} ms, and "
+               f"corrected by {1e3 * coef['prefill_in_graph']:+.1f} ms where its tokens fit the {graph}-token CUDA graphs "
+               "(section 4's candidate cause), both fitted at budget 2048"
+               if "prefill_in_graph" in coef else
+               "The step model has no term for a step with prompt tokens that fits the "
+               f"{graph}-token CUDA graphs (section 4's candidate cause)")
+            + (f"; predicted / measured time of the steps with prompt tokens within and above {graph} tokens, "
+               f"per step log: {boundary}." if boundary else "."))
 
 
 def replay_section(res: Results) -> list[Block]:

@@ -1,12 +1,16 @@
 """The replay simulator's step-time model, fitted to engine step logs (``LAB3_STEP_LOG``).
 
     step_time_s = a + b*prefill_tokens + c*decode_requests + d*context_tokens + e*has_prefill
+                  + f*prefill_in_graph
 
 Terms: a fixed cost per step (launch, sampling, the host's share of the engine cycle), the linear
 layers' work on prompt tokens, the per-sequence cost of a decode, the attention reads (context of
-every scheduled request), and a fixed extra for a step with any prompt token: vLLM 0.26
+every scheduled request), a fixed extra for a step with any prompt token: vLLM 0.26
 (FULL_AND_PIECEWISE) replays one full CUDA graph for a decode-only step but runs piecewise graphs
-with eager attention otherwise. Least squares over the non-empty pipelined steps of the logs
+with eager attention otherwise, and a correction for such a step that fits the largest captured
+graph (``GRAPH_TOKENS``): above it no graph runs at all and each kernel is launched from Python.
+Without that term a fit at budget 2048, where most steps with prompt tokens are larger, predicted
+1.7x the measured time of the smaller ones and got Task 2's budget order wrong. Least squares over the non-empty pipelined steps of the logs
 (``.csv`` or ``.csv.xz``). Why more than the first four terms and a lag: on the H200 SJF log a
 step's logged time fits the *next* step's features far better (R^2 0.61 -> 0.83; a decode step
 before a prefill step reads ~25 ms, the prefill step ~5 ms): the engine applies step N's output
@@ -37,8 +41,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-TERMS = ("intercept", "prefill_tokens", "decode_requests", "context_tokens", "has_prefill")
-FORMULA = "step_time_s = a + b*prefill_tokens + c*decode_requests + d*context_tokens + e*has_prefill"
+TERMS = ("intercept", "prefill_tokens", "decode_requests", "context_tokens", "has_prefill", "prefill_in_graph")
+FORMULA = ("step_time_s = a + b*prefill_tokens + c*decode_requests + d*context_tokens + e*has_prefill"
+           " + f*prefill_in_graph")
+GRAPH_TOKENS = 512  # vLLM 0.26's max_cudagraph_capture_size for Qwen3-0.6B with 256 sequences (server log)
+
+
+def in_graph(prefill_tokens: Any, decode_requests: Any) -> Any:
+    """A step with prompt tokens whose tokens (one per decoding request besides) fit the largest graph."""
+    prefill = np.asarray(prefill_tokens, dtype=np.float64)
+    return (prefill > 0) & (prefill + np.asarray(decode_requests, dtype=np.float64) <= GRAPH_TOKENS)
 
 
 def read_step_log(path: Path) -> dict[str, np.ndarray]:
@@ -51,7 +63,8 @@ def design(prefill_tokens: Any, decode_requests: Any, context_tokens: Any) -> np
     """The model's regressors, one row per step, in ``TERMS`` order."""
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
     return np.column_stack([np.ones_like(prefill), prefill, np.asarray(decode_requests, dtype=np.float64),
-                            np.asarray(context_tokens, dtype=np.float64), (prefill > 0).astype(np.float64)])
+                            np.asarray(context_tokens, dtype=np.float64), (prefill > 0).astype(np.float64),
+                            in_graph(prefill, decode_requests).astype(np.float64)])
 
 
 def aligned(cols: dict[str, np.ndarray], lag: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,6 +97,7 @@ def fit(logs: list[Path], gpu: str, model: str) -> dict[str, Any]:
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     return {
         "formula": FORMULA,
+        "graph_tokens": GRAPH_TOKENS,
         "coefficients": dict(zip(TERMS, map(float, coef))),
         "output_lag_steps": lag,
         "residual_quantiles_s": {k: [round(float(v), 7) for v in q - q.mean()] for k, q in quantiles.items()},
@@ -111,7 +125,7 @@ def load(path: Path | str | None) -> dict[str, Any]:
         raise ValueError("a step-time model is required (--step-model FILE.json, written by "
                          "`python -m harness.step_model fit` from an H200 calibration run's step log)")
     coeffs = json.loads(Path(path).read_text())
-    missing = [t for t in TERMS[:4] if t not in coeffs.get("coefficients", {})]  # has_prefill: 0 if absent
+    missing = [t for t in TERMS[:4] if t not in coeffs.get("coefficients", {})]  # the others: 0 if absent
     if missing:
         raise ValueError(f"{path}: not a step-time model (no coefficients {missing})")
     return coeffs
@@ -126,7 +140,8 @@ def predict_s(coeffs: dict[str, Any], prefill_tokens: int, decode_requests: int,
     noise = residuals[rng.integers(len(residuals))] if rng is not None and residuals else 0.0
     return max(0.0, noise + c["intercept"] + c["prefill_tokens"] * prefill_tokens
                + c["decode_requests"] * decode_requests + c["context_tokens"] * context_tokens
-               + c.get("has_prefill", 0.0) * (prefill_tokens > 0))
+               + c.get("has_prefill", 0.0) * (prefill_tokens > 0)
+               + c.get("prefill_in_graph", 0.0) * bool(in_graph(prefill_tokens, decode_requests)))
 
 
 def main(argv: list[str]) -> int:
