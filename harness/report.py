@@ -999,7 +999,7 @@ def replay_section(res: Results) -> list[Block]:
     rank = replay_ranking(v)
     sep = rank[rank["GPU separated"]] if not rank.empty else rank
     spread = v[v["runs"] >= 3].assign(x=lambda f: f["high"] / f["low"]).groupby("metric")["x"].max()
-    a_ttft = v[(v["strategy"] == "prefill-first") & v["metric"].str.startswith("TTFT")]["error"]
+    a_ttft = v[(v["strategy"] == "prefill-first") & v["metric"].str.startswith("TTFT")].set_index("workload")["error"]
     itl = v[(v["metric"] == "ITL P50 (ms)") & v["folder"].str.startswith("task3")]  # the stress points
     goal = v.groupby(v["metric"].str.extract(r"(P50|P99|Throughput)")[0])["within goal"].agg(["sum", "size"])
     facts = [
@@ -1018,9 +1018,10 @@ def replay_section(res: Results) -> list[Block]:
         "Misses, and why: near saturation (39 req/s, 256-sequence cap reached) TTFT is a queue that a few "
         "percent of step time changes several-fold; the GPU's own runs of one seed spread up to "
         f"{spread['TTFT P50 (ms)']:.1f}x in TTFT P50 and {spread['TTFT P99 (ms)']:.1f}x in P99, and one replay "
-        f"can sit anywhere in or beyond that. A's TTFT is over-predicted ({a_ttft.min():+.0%} to "
-        f"{a_ttft.max():+.0%}): the model's decode-only steps are slower than in A's log, which lengthens "
-        "A's prefill queue. ITL P50 lies between two modes (decode-only steps ~10 ms, steps with prompt "
+        f"can sit anywhere in or beyond that. A's TTFT error (P50 and P99): "
+        + "; ".join(f"{w} {e.min():+.0%} to {e.max():+.0%}" for w, e in a_ttft.groupby(level=0))
+        + ": where it is over-predicted, slightly slower decode-only steps than in A's log (the held-out "
+        "step error above) lengthen A's prefill queue. ITL P50 lies between two modes (decode-only steps ~10 ms, steps with prompt "
         f"tokens ~30 ms): GPU runs read {itl['low'].min():.0f}-{itl['high'].max():.0f} ms at 39 req/s, the "
         "replay the upper mode for the default. Not modelled: API servers and client, slow steps in runs, "
         "prefix caching. task2_api-4 is an earlier sitting on another H200 host (hosts differ by up to 2x). "
