@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.provenance import collect_meta, write_json_atomic
-from harness.sched_sim import SimConfig, make_request, make_scheduler, run_until_done
+from harness.sched_sim import H200_KV_BLOCKS, SimConfig, make_request, make_scheduler, run_until_done
 from harness.step_model import GRAPH_TOKENS
-H200_BLOCKS = 72_500  # KV blocks of 16 tokens: about the H200's 1.16 M tokens for Qwen3-0.6B
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--input-len", type=int, default=1024)
     parser.add_argument("--output-len", type=int, default=256)
     parser.add_argument("--max-num-seqs", type=int, default=256)
-    parser.add_argument("--num-gpu-blocks", type=int, default=H200_BLOCKS)
+    parser.add_argument("--num-gpu-blocks", type=int, default=H200_KV_BLOCKS)
     parser.add_argument("--out", type=Path, required=True, help="the JSON record to write")
     return parser.parse_args(argv)
 

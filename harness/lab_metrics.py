@@ -121,11 +121,12 @@ def detail_path(result_path: Path) -> Path:
     return result_path.with_name(result_path.stem + DETAIL_SUFFIX)
 
 
-def write_run(result_path: Path, result: dict[str, Any], detail: dict[str, Any]) -> None:
+def write_run(result_path: Path, result: dict[str, Any], detail: dict[str, Any], packed: bytes | None = None) -> None:
     """Write one run: its per-request arrays first, then the result file that names them, so a
-    result file (what a resumed sweep looks for) never exists without its arrays."""
+    result file (what a resumed sweep looks for) never exists without its arrays. ``packed``:
+    ``pack_detail(detail)`` where the caller already has it."""
     arrays = detail_path(result_path)
-    write_bytes_atomic(arrays, pack_detail(detail))
+    write_bytes_atomic(arrays, packed if packed is not None else pack_detail(detail))
     result["client"]["detail_file"] = arrays.name
     write_json_atomic(result_path, result)
 

@@ -254,19 +254,17 @@ def frontend_section(res: Results) -> list[Block]:
 
 def task2_verdicts(rows: pd.DataFrame) -> list[str]:
     """The withdrawn Task 2 claims against the corrected sweeps (several API servers): the rate-inf
-    throughput read as unordered noise (from every run, as ``capacity_answer`` reads it: a merged
-    chunk carries the same tokens), and the latency claims, open until a sweep at a Poisson rate
-    has runs that kept up."""
+    throughput read as unordered noise (``capacity_runs``, 3 budgets or more), and the latency
+    claims, open until a sweep at a Poisson rate has runs that kept up."""
     if rows.empty:
         return []
     several = rows[rows["api servers"] > 1]
     verdicts = []
     for name, part in several[several["rate"] == "inf"].groupby("setting", sort=False):
-        by_budget = part.groupby(BUDGET)[THROUGHPUT]
-        if (by_budget.ngroups < 3 or by_budget.size().min() < MIN_RUNS_TO_SEPARATE
-                or part[BUSIEST_API].max() >= SATURATED_CORE):
+        runs = capacity_runs(part)
+        if runs is None or len(runs) < 3:
             continue
-        runs = dict(list(by_budget))
+        by_budget = part.groupby(BUDGET)[THROUGHPUT]
         pairs = [(a, b) for a in runs for b in runs if a < b]
         medians = by_budget.median()
         apart = sum(separated(runs[a], runs[b]) for a, b in pairs)
@@ -495,16 +493,25 @@ def chat_budget(med: pd.DataFrame) -> int:
     return int(ok.sort_values(["TTFT P99 (ms)", BUDGET]).iloc[0][BUDGET])
 
 
-def capacity_answer(name: str, part: pd.DataFrame, steps: dict[str, Any] | None) -> str | None:
-    """Rate inf: how the budget moves throughput, and which component set the pace. Every run
-    counts, lagged or not: a merged chunk carries the same tokens, and when no API server had a
-    full core the front end did not hold the engine back. Needs 3 runs of each of 2 budgets or more
-    and the process readings; the pace-setter is named by elimination. ``steps``: the record of
-    ``harness/budget_steps.py``, which may explain the order."""
+def capacity_runs(part: pd.DataFrame) -> dict[int, pd.Series] | None:
+    """Rate-inf throughput per budget where it measures the engine: every run counts, lagged or
+    not (a merged chunk carries the same tokens), provided no API server had a full core (the front
+    end did not hold the engine back; recorded in every run) and each of 2 budgets or more has 3
+    runs. None otherwise."""
     by_budget = part.groupby(BUDGET)[THROUGHPUT]
-    if by_budget.size().min() < MIN_RUNS_TO_SEPARATE or by_budget.ngroups < 2 or part[BUSIEST_API].isna().any():
+    if (by_budget.ngroups < 2 or by_budget.size().min() < MIN_RUNS_TO_SEPARATE
+            or part[BUSIEST_API].isna().any() or part[BUSIEST_API].max() >= SATURATED_CORE):
         return None
-    runs = {budget: values for budget, values in by_budget}
+    return dict(list(by_budget))
+
+
+def capacity_answer(name: str, part: pd.DataFrame, steps: dict[str, Any] | None) -> str | None:
+    """Rate inf: how the budget moves throughput (``capacity_runs``), and which component set the
+    pace, named by elimination. ``steps``: the record of ``harness/budget_steps.py``, which may
+    explain the order."""
+    if (runs := capacity_runs(part)) is None:
+        return None
+    by_budget = part.groupby(BUDGET)[THROUGHPUT]
     medians = by_budget.median()
     order = " < ".join(str(b) for b in medians.sort_values().index)
     ends = [f"every run of {b} lies {side} every run of the other budgets" for side, b in
@@ -515,8 +522,7 @@ def capacity_answer(name: str, part: pd.DataFrame, steps: dict[str, Any] | None)
     line = (f"{name}, {load_label('inf')} ({len(part)} runs, {per_budget} per budget): throughput by median {order} "
             f"({'; '.join(f'{b}: {span_text(v, 0)}' for b, v in runs.items())} tok/s)"
             + (f"; {' and '.join(ends)}." if ends else "; the runs of the budgets overlap."))
-    slack = (part[BUSIEST_API].max() < SATURATED_CORE and part[CLIENT_CORES].max() < SATURATED_CORE
-             and part[GPU_UTIL].max() < SATURATED_GPU)
+    slack = part[CLIENT_CORES].max() < SATURATED_CORE and part[GPU_UTIL].max() < SATURATED_GPU  # API: above
     if slack:
         line += (f" What set the pace, by elimination: the busiest API server used at most "
                  f"{part[BUSIEST_API].max():.2f} core, the client {part[CLIENT_CORES].max():.2f}, and the "
@@ -553,8 +559,9 @@ def graph_steps_sentence(medians: pd.Series, steps: dict[str, Any]) -> str:
 
 
 def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None) -> list[str]:
-    """The handout's three questions, answered per setting and load from the runs whose front
-    end kept up only, with the run-to-run spread beside each answer."""
+    """The handout's three questions, answered per setting and load with the run-to-run spread
+    beside each answer: latency from the runs whose front end kept up only, rate-inf throughput
+    from every run where ``capacity_runs`` allows."""
     capacity = [f for (name, rate), part in rows.groupby(["setting", "rate"], sort=False) if rate == "inf"
                 for f in [capacity_answer(name, part, steps)] if f]
     facts = []
@@ -920,29 +927,34 @@ def replay_ranking(v: pd.DataFrame, other: str = "prefill-first") -> pd.DataFram
     return r
 
 
+def step_log_predictions(folder: Path, sm: dict[str, Any]) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(log name, regressors, measured seconds, predicted seconds) for every step log in the
+    results folder, each step against the model ``sm`` at its output lag."""
+    for log in sorted((folder / "steplogs").glob("*.csv*")):
+        x, y = step_model.aligned(step_model.read_step_log(log), sm["output_lag_steps"])
+        yield log.name, x, y, x @ np.array([sm["coefficients"].get(t, 0.0) for t in step_model.TERMS])
+
+
 def held_out_step_error(folder: Path, sm: dict[str, Any]) -> str:
     """Predicted / measured total time per regime in every step log beside the fit's (held out)."""
     fitted, out = {Path(e["path"]).name for e in sm["provenance"]["logs"]}, []
-    for log in sorted((folder / "steplogs").glob("*.csv*")):
-        if log.name not in fitted:
-            x, y = step_model.aligned(step_model.read_step_log(log), sm["output_lag_steps"])
-            pred = x @ np.array([sm["coefficients"].get(t, 0.0) for t in step_model.TERMS])
-            out += [f"{log.name} {label} {pred[m].sum() / y[m].sum() - 1:+.1%}"
+    for name, x, y, pred in step_log_predictions(folder, sm):
+        if name not in fitted:
+            out += [f"{name} {label} {pred[m].sum() / y[m].sum() - 1:+.1%}"
                     for label, m in (("decode-only", x[:, 4] == 0), ("with prompt tokens", x[:, 4] > 0))]
     return "; ".join(out) or "none"
 
 
-def graph_boundary_text(folder: Path, sm: dict[str, Any], graph_tokens: int) -> str:
+def graph_boundary_text(folder: Path, sm: dict[str, Any]) -> str:
     """Predicted / measured total time, in every step log, of the steps with prompt tokens that fit
-    the largest CUDA graph and of those above it: one fixed extra per such step fits only one kind."""
+    the model's largest CUDA graph and of those above it: one fixed extra per such step fits only
+    one kind."""
     out = []
-    for log in sorted((folder / "steplogs").glob("*.csv*")):
-        x, y = step_model.aligned(step_model.read_step_log(log), sm["output_lag_steps"])
-        pred = x @ np.array([sm["coefficients"].get(t, 0.0) for t in step_model.TERMS])
-        tokens = x[:, 1] + x[:, 2]  # prompt tokens + one per decoding request
-        within, above = (x[:, 4] > 0) & (tokens <= graph_tokens), (x[:, 4] > 0) & (tokens > graph_tokens)
+    for name, x, y, pred in step_log_predictions(folder, sm):
+        within = step_model.in_graph(x[:, 1], x[:, 2], sm.get("graph_tokens", step_model.GRAPH_TOKENS))
+        above = (x[:, 4] > 0) & ~within
         if within.any() and above.any():
-            out.append(f"{log.name}: {pred[within].sum() / y[within].sum():.2f}x for {int(within.sum())} steps "
+            out.append(f"{name}: {pred[within].sum() / y[within].sum():.2f}x for {int(within.sum())} steps "
                        f"within, {pred[above].sum() / y[above].sum():.2f}x for {int(above.sum())} above")
     return "; ".join(out)
 
@@ -959,9 +971,9 @@ def budget_replay_fact(res: Results) -> str | None:
     if len(both) < 2:
         return None
     errors = {b: sim[b] / gpu[b] - 1 for b in both}
-    graph = (res.budget_steps or {}).get("config", {}).get("graph_tokens", 512)
     fit = res.serving[BUDGET_REPLAYS][0].sim["step_model"]
-    coef, boundary = fit["coefficients"], graph_boundary_text(res.folder, fit, graph)
+    coef, boundary = fit["coefficients"], graph_boundary_text(res.folder, fit)
+    graph = fit.get("graph_tokens", step_model.GRAPH_TOKENS)
     worst = max(errors, key=lambda b: abs(errors[b]))
     order = {name: " < ".join(str(b) for b in series[both].sort_values().index) for name, series in
              (("sim", sim), ("gpu", gpu))}

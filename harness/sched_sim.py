@@ -65,6 +65,9 @@ FAKE_TOKEN = 7
 _hash_ready = False
 
 
+H200_KV_BLOCKS = 72_500  # KV blocks of 16 tokens: about the H200's 1.16 M tokens for Qwen3-0.6B
+
+
 @dataclass
 class SimConfig:
     """Scheduler knobs for one simulated engine."""
@@ -401,7 +404,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     if slos:  # the readers take these as stored, so a file without its arrays still has them
         summary["slo_attainment"] = {slo_key(slo): slo_attainment(detail, parse_slo(slo), args.warmup_fraction)
                                      for slo in slos}
-    stored = unpack_detail(pack_detail(detail))  # the front-end check of the arrays as the file keeps them
+    packed = pack_detail(detail)
+    stored = unpack_detail(packed)  # the front-end check of the arrays as the file keeps them
     record = {
         "schema_version": SCHEMA_VERSION, "simulated": True,
         "meta": collect_meta(model["provenance"].get("model", "?"), "none (simulated)", ["sched_sim.py", *argv]),
@@ -416,7 +420,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                    "goodput": args.goodput, "simulated": True},
         "step_model": {"file": str(args.step_model),
                        "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
-        "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now, "wall_s": wall_s, "cpu_s": cpu_s},
+        "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now,
+                       "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),
         "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
                    "output_throughput": summary["output_throughput_tok_s"]},
@@ -427,7 +432,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         record["client"]["detail_file"] = None
         write_json_atomic(args.out, record)
     else:
-        write_run(args.out, record, detail)
+        write_run(args.out, record, detail, packed)
     print(f"TTFT P50 {summary['ttft_ms']['p50']:.1f} ms, ITL P99 {summary['itl_ms']['p99']:.1f} ms -> {args.out}")
     return 0
 
@@ -437,7 +442,7 @@ def add_replay_parser(sub: Any) -> None:
     r.add_argument("--strategy", required=True, help="a name of `python my_scheduler.py --list`")
     r.add_argument("--step-model", help="coefficients from `python -m harness.step_model fit` (required)")
     r.add_argument("--rate", default="inf", help="requests/s, or inf (as vllm bench serve)")
-    r.add_argument("--num-gpu-blocks", type=int, default=72_500,
+    r.add_argument("--num-gpu-blocks", type=int, default=H200_KV_BLOCKS,
                    help="KV blocks of 16 tokens (default: about the H200's 1.16 M tokens for Qwen3-0.6B)")
     r.add_argument("--workload", default="fixed", help="workload name for the tables")
     for flag, kind, default in (("--num-prompts", int, 1000), ("--burstiness", float, 1.0), ("--seed", int, 42),

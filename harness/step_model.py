@@ -10,7 +10,8 @@ every scheduled request), a fixed extra for a step with any prompt token: vLLM 0
 with eager attention otherwise, and a correction for such a step that fits the largest captured
 graph (``GRAPH_TOKENS``): above it no graph runs at all and each kernel is launched from Python.
 Without that term a fit at budget 2048, where most steps with prompt tokens are larger, predicted
-1.7x the measured time of the smaller ones and got Task 2's budget order wrong. Least squares over the non-empty pipelined steps of the logs
+1.7x the measured time of the smaller ones and got Task 2's budget order wrong. Least squares over
+the non-empty pipelined steps of the logs
 (``.csv`` or ``.csv.xz``). Why more than the first four terms and a lag: on the H200 SJF log a
 step's logged time fits the *next* step's features far better (R^2 0.61 -> 0.83; a decode step
 before a prefill step reads ~25 ms, the prefill step ~5 ms): the engine applies step N's output
@@ -47,10 +48,10 @@ FORMULA = ("step_time_s = a + b*prefill_tokens + c*decode_requests + d*context_t
 GRAPH_TOKENS = 512  # vLLM 0.26's max_cudagraph_capture_size for Qwen3-0.6B with 256 sequences (server log)
 
 
-def in_graph(prefill_tokens: Any, decode_requests: Any) -> Any:
-    """A step with prompt tokens whose tokens (one per decoding request besides) fit the largest graph."""
-    prefill = np.asarray(prefill_tokens, dtype=np.float64)
-    return (prefill > 0) & (prefill + np.asarray(decode_requests, dtype=np.float64) <= GRAPH_TOKENS)
+def in_graph(prefill_tokens: Any, decode_requests: Any, graph_tokens: int = GRAPH_TOKENS) -> Any:
+    """A step with prompt tokens whose tokens (one per decoding request besides) fit the largest
+    graph; numbers or numpy arrays alike (the replay asks once per step)."""
+    return (prefill_tokens > 0) & (prefill_tokens + decode_requests <= graph_tokens)
 
 
 def read_step_log(path: Path) -> dict[str, np.ndarray]:
@@ -62,9 +63,9 @@ def read_step_log(path: Path) -> dict[str, np.ndarray]:
 def design(prefill_tokens: Any, decode_requests: Any, context_tokens: Any) -> np.ndarray:
     """The model's regressors, one row per step, in ``TERMS`` order."""
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
-    return np.column_stack([np.ones_like(prefill), prefill, np.asarray(decode_requests, dtype=np.float64),
-                            np.asarray(context_tokens, dtype=np.float64), (prefill > 0).astype(np.float64),
-                            in_graph(prefill, decode_requests).astype(np.float64)])
+    decode = np.asarray(decode_requests, dtype=np.float64)
+    return np.column_stack([np.ones_like(prefill), prefill, decode, np.asarray(context_tokens, dtype=np.float64),
+                            (prefill > 0).astype(np.float64), in_graph(prefill, decode).astype(np.float64)])
 
 
 def aligned(cols: dict[str, np.ndarray], lag: int) -> tuple[np.ndarray, np.ndarray]:
@@ -141,7 +142,8 @@ def predict_s(coeffs: dict[str, Any], prefill_tokens: int, decode_requests: int,
     return max(0.0, noise + c["intercept"] + c["prefill_tokens"] * prefill_tokens
                + c["decode_requests"] * decode_requests + c["context_tokens"] * context_tokens
                + c.get("has_prefill", 0.0) * (prefill_tokens > 0)
-               + c.get("prefill_in_graph", 0.0) * bool(in_graph(prefill_tokens, decode_requests)))
+               + c.get("prefill_in_graph", 0.0)
+               * in_graph(prefill_tokens, decode_requests, coeffs.get("graph_tokens", GRAPH_TOKENS)))
 
 
 def main(argv: list[str]) -> int:
