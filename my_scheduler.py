@@ -112,6 +112,29 @@ def target_and_margin(scheduler: Any, target: str, margin: str) -> tuple[float, 
     return target_ms, margin_ms
 
 
+def is_prefill_work(request: Request, num_tokens: int, output: SchedulerOutput) -> bool:
+    """A scheduled chunk is prefill if it covers prompt tokens or recomputes several tokens.
+
+    ``schedule()`` has already advanced ``num_computed_tokens`` by the chunk, so the chunk
+    started at ``num_computed_tokens - num_tokens``. A decode chunk is one token plus any
+    speculative tokens; a longer chunk past the prompt is recomputation after preemption.
+    """
+    start = request.num_computed_tokens - num_tokens
+    num_spec = len(output.scheduled_spec_decode_tokens.get(request.request_id, ()))
+    return start < request.num_prompt_tokens or num_tokens > 1 + num_spec
+
+
+def step_type(prefill_tokens: int, decode_tokens: int) -> str:
+    """A step's kind from its prefill and decode amounts (tokens, or requests in the simulator)."""
+    if prefill_tokens and decode_tokens:
+        return "mixed"
+    if prefill_tokens:
+        return "prefill_only"
+    if decode_tokens:
+        return "decode_only"
+    return "empty"
+
+
 class StepRecorder:
     """Mixin that accounts for every scheduler step; put it first in the bases.
 
@@ -161,7 +184,7 @@ class StepRecorder:
         features = step_features(self, output)
         if self._step_log is not None:
             self._step_log.planned(output, features)
-        self.step_counts[self._step_type(features.prefill_tokens, features.decode_tokens)] += 1
+        self.step_counts[step_type(features.prefill_tokens, features.decode_tokens)] += 1
         self.token_counts["prefill"] += features.prefill_tokens
         self.token_counts["decode"] += features.decode_tokens
         self.num_preemptions += len(output.preempted_req_ids or ())
@@ -170,28 +193,6 @@ class StepRecorder:
         self.peak_blocks_in_use = max(self.peak_blocks_in_use, self.blocks_in_use())
         self.peak_running = max(self.peak_running, len(self.running))
         self.peak_waiting = max(self.peak_waiting, len(self.waiting) + len(self.skipped_waiting))
-
-    @staticmethod
-    def _is_prefill_work(request: Request, num_tokens: int, output: SchedulerOutput) -> bool:
-        """A scheduled chunk is prefill if it covers prompt tokens or recomputes several tokens.
-
-        ``schedule()`` has already advanced ``num_computed_tokens`` by the chunk, so the chunk
-        started at ``num_computed_tokens - num_tokens``. A decode chunk is one token plus any
-        speculative tokens; a longer chunk past the prompt is recomputation after preemption.
-        """
-        start = request.num_computed_tokens - num_tokens
-        num_spec = len(output.scheduled_spec_decode_tokens.get(request.request_id, ()))
-        return start < request.num_prompt_tokens or num_tokens > 1 + num_spec
-
-    @staticmethod
-    def _step_type(prefill_tokens: int, decode_tokens: int) -> str:
-        if prefill_tokens and decode_tokens:
-            return "mixed"
-        if prefill_tokens:
-            return "prefill_only"
-        if decode_tokens:
-            return "decode_only"
-        return "empty"
 
     def blocks_in_use(self) -> int:
         pool = self.kv_cache_manager.block_pool
@@ -280,7 +281,7 @@ def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> StepFea
     for req_id, num_tokens in output.num_scheduled_tokens.items():
         request = scheduler.requests[req_id]
         context += request.num_computed_tokens
-        if StepRecorder._is_prefill_work(request, num_tokens, output):
+        if is_prefill_work(request, num_tokens, output):
             prefill += num_tokens
         else:
             decode_reqs, decode = decode_reqs + 1, decode + num_tokens

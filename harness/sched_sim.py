@@ -156,19 +156,19 @@ class StepTrace:
 
     @property
     def kind(self) -> str:
-        from my_scheduler import StepRecorder
+        from my_scheduler import step_type
 
-        return StepRecorder._step_type(len(self.prefill_ids), len(self.decode_ids))
+        return step_type(len(self.prefill_ids), len(self.decode_ids))
 
 
 def step(scheduler: AsyncScheduler) -> StepTrace:
     """Plan one step, run the fake model, feed the result back."""
-    from my_scheduler import StepRecorder
+    from my_scheduler import is_prefill_work
 
     output = scheduler.schedule()
     prefill, decode = set(), set()
     for rid, n in output.num_scheduled_tokens.items():
-        is_prefill = StepRecorder._is_prefill_work(scheduler.requests[rid], n, output)
+        is_prefill = is_prefill_work(scheduler.requests[rid], n, output)
         (prefill if is_prefill else decode).add(rid)
     running_after = len(scheduler.running)
     before = set(scheduler.requests)

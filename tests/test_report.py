@@ -84,7 +84,7 @@ def test_report_from_the_committed_results(tmp_path):
     task3 = section(text, "## 5 Task 3")
     assert "No scheduler conclusion from this point" in task3
     for point in task3.split("\n### ")[1:]:  # a comparison only where the point's runs kept up
-        assert ("Against vLLM's default" in point) == ("(task3_api-4)" in point.split("\n", 1)[0])
+        assert ("Against vLLM's default" in point) == ("(task3_api-4" in point.split("\n", 1)[0])
     for link in ("figures/task2_A1_latency.png", "figures/task2_A2_throughput.png",
                  "figures/task3_3A_cdf_fixed_rate-40.png", "figures/slo_attainment_goodput.png"):
         assert f"]({link})" in text and (results / link).is_file()
