@@ -592,7 +592,37 @@ class DeadlineAwareQueue(_Queue):
                     + self._queued[overdue:first_on_time])
 
 
-class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
+class OnTimeAdmission:
+    """What D and F share: a TTFT wait budget, a waiting queue whose time is pinned for each
+    planning step (``freeze``), and counters of new requests by whether they were on time when
+    first scheduled. Put it before the policy in the bases."""
+
+    ttft_slo_ms: float | None = None
+    ttft_margin_ms: float | None = None
+    wall_clock: Callable[[], float] = staticmethod(time.time)
+
+    def _wait_budget_s(self) -> float:
+        """The TTFT target minus the margin, in seconds; records both settings and zeroes the counters."""
+        slo_ms, margin_ms = target_and_margin(self, "ttft_slo_ms", "ttft_margin_ms")
+        self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
+        self.policy_stats = {**getattr(self, "policy_stats", {}), "admitted_on_time": 0, "admitted_late": 0}
+        self._budget_s = (slo_ms - margin_ms) / 1000.0
+        return self._budget_s
+
+    def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        now = self.wall_clock()
+        self.waiting.freeze(now)
+        try:
+            output = super().schedule(*args, **kwargs)
+        finally:
+            self.waiting.freeze(None)
+        for new in output.scheduled_new_reqs:
+            waited = now - self.requests[new.req_id].arrival_time
+            self.policy_stats["admitted_on_time" if waited < self._budget_s else "admitted_late"] += 1
+        return output
+
+
+class DeadlineAwarePolicy(OnTimeAdmission, StallBoundedPrefillFirstPolicy):
     """Strategy C's step rule, with a ``DeadlineAwareQueue`` as the waiting queue.
 
     Why: near saturation the SLO is lost to TTFT, not to the pace of decoding. In the first H200
@@ -610,35 +640,15 @@ class DeadlineAwarePolicy(StallBoundedPrefillFirstPolicy):
     requests by their wait when first scheduled). vLLM's priority policy is not supported.
     """
 
-    ttft_slo_ms: float | None = None
-    ttft_margin_ms: float | None = None
     max_late_wait_s: float | None = None
-    wall_clock: Callable[[], float] = staticmethod(time.time)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.policy == SchedulingPolicy.PRIORITY:
             raise ValueError("the deadline-aware strategy supports --scheduling-policy fcfs only")
-        slo_ms, margin_ms = target_and_margin(self, "ttft_slo_ms", "ttft_margin_ms")
         max_wait_s = setting(self, "max_late_wait_s")
-        self._wait_budget_s = (slo_ms - margin_ms) / 1000.0
-        self.waiting = DeadlineAwareQueue(self._wait_budget_s, max_wait_s, self.wall_clock)
-        self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms,
-                                     "max_late_wait_s": max_wait_s})
-        self.policy_stats.update({"admitted_on_time": 0, "admitted_late": 0})
-
-    def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
-        now = self.wall_clock()
-        self.waiting.freeze(now)
-        try:
-            output = super().schedule(*args, **kwargs)
-        finally:
-            self.waiting.freeze(None)
-        for new in output.scheduled_new_reqs:
-            waited = now - self.requests[new.req_id].arrival_time
-            key = "admitted_on_time" if waited < self._wait_budget_s else "admitted_late"
-            self.policy_stats[key] += 1
-        return output
+        self.waiting = DeadlineAwareQueue(self._wait_budget_s(), max_wait_s, self.wall_clock)
+        self.policy_settings["max_late_wait_s"] = max_wait_s
 
 
 class DeadlineAwareScheduler(StepRecorder, DeadlineAwarePolicy):
@@ -821,6 +831,122 @@ class SJFScheduler(StepRecorder, ShortestJobFirstPolicy):
     """Strategy B1 with step accounting (see ``ShortestJobFirstPolicy``)."""
 
 
+# ---- Strategy F: SJF among the requests still on time ----------------------------------------
+class OnTimeShortestJobFirstQueue(ShortestJobFirstQueue):
+    """B1's order among the requests that can still meet their TTFT deadline; the late ones after.
+
+    A request that has waited longer than the budget ``D`` (the TTFT SLO minus a margin for its
+    own prefill) has missed the SLO whatever happens next; admitting it ahead of one that can still
+    make it turns one miss into two. Under overload plain SJF still admits a long prompt once the
+    short ones are served, although by then it is late, while new short prompts wait behind it.
+    Here a request moves to the late heap once it has waited ``D``, at the first read of the queue
+    after that (each moves once, in arrival order: O(log n)), and late requests are admitted,
+    shortest first, only when no on-time request waits. Nothing is dropped. A request vLLM puts
+    back (preempted) already had its first token: it re-enters the on-time heap and never turns late.
+    ``freeze(now)`` pins the time for one planning step, as in ``DeadlineAwareQueue``.
+    """
+
+    def __init__(self, use_priority: bool, aging_tokens_per_s: float, deadline_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(use_priority, aging_tokens_per_s)
+        self._deadline_s, self._clock, self._frozen_now = deadline_s, clock, None
+        self._on_time: set[int] = set()  # tiebreaks of the entries of the on-time heap still there
+        self._by_arrival: list[tuple[float, int]] = []  # (arrival, tiebreak): who may turn late next
+        self._late: list[tuple[int, float, float, int, Request]] = []
+
+    def freeze(self, now: float | None) -> None:
+        self._frozen_now = now
+
+    def add_request(self, request: Request) -> None:
+        entry = self._entry(request)
+        heapq.heappush(self._heap, entry)
+        heapq.heappush(self._by_arrival, (request.arrival_time, entry[3]))
+        self._on_time.add(entry[3])
+
+    def prepend_request(self, request: Request) -> None:
+        entry = self._entry(request)
+        heapq.heappush(self._heap, entry)
+        self._on_time.add(entry[3])
+
+    def prepend_requests(self, requests: RequestQueue) -> None:
+        for request in requests:
+            self.prepend_request(request)
+
+    def _demote(self) -> None:
+        """Move every on-time entry whose wait reached the deadline to the late heap, then drop
+        moved (or popped) entries off the top of the on-time heap."""
+        now = self._frozen_now if self._frozen_now is not None else self._clock()
+        late_ids = set()
+        while self._by_arrival and self._by_arrival[0][0] <= now - self._deadline_s:
+            tiebreak = heapq.heappop(self._by_arrival)[1]
+            if tiebreak in self._on_time:
+                self._on_time.discard(tiebreak)
+                late_ids.add(tiebreak)
+        if late_ids:
+            for entry in self._heap:
+                if entry[3] in late_ids:
+                    heapq.heappush(self._late, entry)
+        while self._heap and self._heap[0][3] not in self._on_time:
+            heapq.heappop(self._heap)
+
+    def pop_request(self) -> Request:
+        self._demote()
+        if self._heap:
+            entry = heapq.heappop(self._heap)
+            self._on_time.discard(entry[3])
+            return entry[-1]
+        if self._late:
+            return heapq.heappop(self._late)[-1]
+        raise IndexError("pop from an empty queue")
+
+    def peek_request(self) -> Request:
+        self._demote()
+        if self._heap:
+            return self._heap[0][-1]
+        if self._late:
+            return self._late[0][-1]
+        raise IndexError("peek from an empty queue")
+
+    def remove_requests(self, requests: Iterable[Request]) -> None:
+        doomed = set(requests)
+        self._heap = [e for e in self._heap if e[3] in self._on_time and e[-1] not in doomed]
+        self._late = [e for e in self._late if e[-1] not in doomed]
+        self._on_time = {e[3] for e in self._heap}
+        self._by_arrival = [a for a in self._by_arrival if a[1] in self._on_time]
+        for heap in (self._heap, self._late, self._by_arrival):
+            heapq.heapify(heap)
+
+    def __len__(self) -> int:
+        return len(self._on_time) + len(self._late)
+
+    def __iter__(self) -> Iterator[Request]:
+        """Admission order at the time of the last read: on time by key, then late by key."""
+        on_time = sorted(e for e in self._heap if e[3] in self._on_time)
+        return (entry[-1] for entry in [*on_time, *sorted(self._late)])
+
+
+class OnTimeShortestJobFirstPolicy(OnTimeAdmission, ShortestJobFirstPolicy):
+    """B1 with late requests last (``OnTimeShortestJobFirstQueue``): ours, Strategy F.
+
+    Why: in the simulated screen plain SJF gained most on skewed loads near saturation, and lost
+    what it gained once the queue held requests already past the TTFT deadline (a long prompt
+    admitted late delays short ones that could still make it). Settings (``--additional-config``
+    keys; class attributes win): ``aging_tokens_per_s`` as B1, ``ttft_slo_ms`` (default 500) and
+    ``ttft_margin_ms`` (default 100), as Strategy D. Arrival times are compared with ``wall_clock``.
+    Counters: ``admitted_on_time`` and ``admitted_late``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting = OnTimeShortestJobFirstQueue(self.policy == SchedulingPolicy.PRIORITY,
+                                                   self.policy_settings["aging_tokens_per_s"],
+                                                   self._wait_budget_s(), self.wall_clock)
+
+
+class OnTimeSJFScheduler(StepRecorder, OnTimeShortestJobFirstPolicy):
+    """Strategy F with step accounting (see ``OnTimeShortestJobFirstPolicy``)."""
+
+
 class KVPeakRecorder(StepRecorder, AsyncScheduler):
     """vLLM's own policy, with step accounting: Task 1 measures the real KV-cache peak with it."""
 
@@ -853,6 +979,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              _STALL + ("ttft_slo_ms", "ttft_margin_ms", "max_late_wait_s")),
     Strategy("paced", "E", TpotPacedPrefillFirstScheduler, "Strategy E: TPOT-paced prefill-first",
              ("tpot_slo_ms", "tpot_margin_ms")),
+    Strategy("sjf-ontime", "F", OnTimeSJFScheduler, "Strategy F: SJF, late requests last",
+             ("aging_tokens_per_s", "ttft_slo_ms", "ttft_margin_ms")),
     Strategy("kv-recorder", "", KVPeakRecorder, "vLLM V1 default with step accounting (Task 1)"),
 )}
 # Names that committed results use for a strategy since renamed: readers of results/ map them;

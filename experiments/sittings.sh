@@ -19,6 +19,7 @@ RESULTS="${RESULTS:-$ROOT/results}"
 API="${API_SERVERS:-4}"
 RUNS="${RUNS:-3}"
 STRESS="${STRESS_RATE:-39}"  # 0.9 x the capacity measured in sitting `capacity` (task2_api-4)
+HEAVY_RATES="${HEAVY_RATES:-60 68 76}"  # around the simulated SLO capacities there: default 61, F 74 req/s
 COMMON=(--offline --runs "$RUNS" --no-plot)
 
 say() {
@@ -80,6 +81,7 @@ task3-stress      | 27 | Task 3 default, A, SJF at $STRESS req/s, fixed and varl
 task2-inf         | 26 | Task 2, budgets 512-4096 at rate inf (done; 8192 did not fit: task2-inf-high)
 task2-inf-high    | 16 | Task 2, budgets 2048 (anchor), 4096, 8192 at rate inf
 task3-sjf-varlen  | 11 | Task 3 default and SJF at $STRESS req/s on varlen
+task3-heavy       | 19 | default and Strategy F on the heavy-tailed load, burstiness 0.5, at $HEAVY_RATES req/s: SLO capacity
 task3-rate8-a     | 21 | Task 3 default and A at the handout's 8 req/s, fixed load
 task3-rate8-sjf   | 21 | Task 3 default and SJF at the handout's 8 req/s, fixed load
 task2-16-low      | 22 | Task 2, budgets 512, 1024, 2048 (anchor) at the handout's 16 req/s
@@ -109,6 +111,10 @@ run_sitting() {
     task3-sjf-varlen)
       for strategy in default sjf; do
         task3 "$strategy" "task3_api-${API}_${1#task3-}" --workloads varlen --rate "$STRESS" --stress-rate "$STRESS"
+      done ;;
+    task3-heavy)
+      for strategy in default sjf-ontime; do
+        task3 "$strategy" "task3_api-${API}_${1#task3-}" --workloads heavy --burstiness 0.5 --stress-rate "$HEAVY_RATES"
       done ;;
     task3-rate8-a | task3-rate8-sjf)
       other=sjf

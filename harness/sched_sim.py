@@ -367,10 +367,24 @@ def request_arrays(arrivals: np.ndarray, input_lens: np.ndarray,
     return detail
 
 
+def workload_lengths(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
+    """The replay's prompt and output lengths: the first ``--num-prompts`` lines of
+    ``--dataset-path`` (a custom dataset, sent in file order), else the random dataset's draw."""
+    from harness import workloads
+
+    if args.dataset_path is None:
+        return bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
+                             output_range_ratio=args.output_range_ratio)
+    inputs, outputs = workloads.read_lengths(args.dataset_path)
+    if len(inputs) < args.num_prompts:
+        raise ValueError(f"{args.dataset_path} has {len(inputs)} prompts, fewer than --num-prompts {args.num_prompts}")
+    return inputs[:args.num_prompts], outputs[:args.num_prompts]
+
+
 def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``replay``: simulate, time it, write the result file (schema of ``serve_bench.py``)."""
     import my_scheduler
-    from harness import step_model
+    from harness import step_model, workloads
     from harness.lab_metrics import (frontend_check, pack_detail, parse_slo, slo_attainment, slo_key, summarize,
                                      unpack_detail, write_run)
     from harness.provenance import write_json_atomic
@@ -380,8 +394,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     model = step_model.load(args.step_model)
     rate = float(args.rate)
     arrivals = bench_arrivals(args.num_prompts, rate, args.burstiness, args.seed)
-    inputs, outputs = bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
-                                    output_range_ratio=args.output_range_ratio)
+    inputs, outputs = workload_lengths(args)
     config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                        num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16,
                        additional_config=json.loads(args.additional_config))
@@ -397,8 +410,10 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                    f" --num-gpu-blocks-override {args.num_gpu_blocks}")
     ratio = (args.range_ratio if args.output_range_ratio is None
              else f"'{{\"input\": {args.range_ratio}, \"output\": {args.output_range_ratio}}}'")
-    bench_args = (f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
-                  f"{args.output_len} --random-range-ratio {ratio} --burstiness {args.burstiness} --ignore-eos")
+    dataset = (shlex.join(workloads.bench_args(args.dataset_path)) if args.dataset_path else
+               f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
+               f"{args.output_len} --random-range-ratio {ratio}")
+    bench_args = f"{dataset} --burstiness {args.burstiness} --ignore-eos"
     summary = summarize(detail, args.warmup_fraction, args.timeout_s)
     slos = [*([args.goodput] if args.goodput else []), *args.slo]
     if slos:  # the readers take these as stored, so a file without its arrays still has them
@@ -450,6 +465,9 @@ def add_replay_parser(sub: Any) -> None:
                                 ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
                                 ("--warmup-fraction", float, 0.1), ("--timeout-s", float, 30.0)):
         r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
+    r.add_argument("--dataset-path", type=Path, default=None,
+                   help="a custom dataset (JSONL with input_tokens and output_tokens, e.g. from "
+                        "harness/workloads.py): its lengths in file order instead of the random dataset's")
     r.add_argument("--output-range-ratio", type=float, default=None,
                    help="output's range ratio where it differs from the input's (default --range-ratio)")
     r.add_argument("--residual-seed", type=int, default=None,

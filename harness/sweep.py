@@ -37,6 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run by path (task2.sh): my_scheduler and harness import from the root
+from harness import workloads  # noqa: E402
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
 SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
@@ -368,20 +369,36 @@ def checked_strategies(names: list[str], settings: dict[str, float]) -> None:
 
 
 def task3(ns: argparse.Namespace) -> int:
-    """One server per strategy; the fixed load at --rate and the stress rate, the variable-length
-    load at the stress rate."""
+    """One server per strategy; the fixed load at --rate and the stress rate(s), the
+    variable-length and heavy-tailed loads at the stress rate(s)."""
     sweep = SweepArgs.from_cli_args(ns)
     settings = strategy_settings(ns.strategy_setting)
     checked_strategies(ns.strategies, settings)
-    stress = ns.stress_rate or stress_rate(sweep.out_dir, sweep.output_len)
-    loads = {"fixed": Load("fixed", [stress] if ns.rate == stress else [ns.rate, stress]),
-             "varlen": Load(f"varlen-{ns.range_ratio:g}", [stress], [
+    stress = ns.stress_rate or [stress_rate(sweep.out_dir, sweep.output_len)]
+    loads = {"fixed": Load("fixed", list(dict.fromkeys([ns.rate, *stress]))),
+             "varlen": Load(f"varlen-{ns.range_ratio:g}", stress, [
                  "--random-range-ratio", json.dumps({"input": ns.range_ratio, "output": 0.0})])}
+    if "heavy" in ns.workloads:
+        loads["heavy"] = Load("heavy", stress, workloads.bench_args(heavy_dataset(sweep)))
+    if ns.burstiness != 1:  # gamma gaps instead of Poisson: the load's name says so
+        loads = {w: Load(f"{load.name}-burst{ns.burstiness:g}", load.rates,
+                         [*load.bench_flags, "--burstiness", f"{ns.burstiness:g}"]) for w, load in loads.items()}
     configs = [Config("task3", name, ns.max_num_batched_tokens, [loads[w] for w in ns.workloads],
                       scheduler=name, settings=settings_for(name, settings), timeout_s=ns.timeout_s)
                for name in ns.strategies]
     return run_all("task3", sweep, configs, lambda c: f"strategy {c.tag}: workloads "
-                   f"{' '.join(ns.workloads)}; rates {ns.rate} and {stress} (stress)")
+                   f"{' '.join(ns.workloads)}; rates {ns.rate} and {' '.join(stress)} (stress)")
+
+
+def heavy_dataset(sweep: SweepArgs) -> Path:
+    """The heavy-tailed workload's JSONL for this sweep's prompts and seed, beside its results
+    (written once, with the model's tokenizer; a dry run only names it)."""
+    from harness.offline_model import resolve_model
+
+    folder = sweep.out_dir / "datasets"
+    if sweep.dry_run:
+        return folder / workloads.dataset_name(sweep.num_prompts, sweep.seed)
+    return workloads.ensure_dataset(folder, resolve_model(sweep.model), sweep.num_prompts, sweep.seed)
 
 
 def stress_rate(out_dir: Path, output_len: int) -> str:
@@ -456,12 +473,16 @@ def parser() -> argparse.ArgumentParser:
     SweepArgs.add_cli_args(t3, runs=1, num_prompts=1000, out_dir="results/task3")
     add_strategy_args(t3, "default prefill-first sjf", str)
     t3.add_argument("--workloads", type=listed(workload), default=env("WORKLOADS", "fixed varlen"),
-                    help="fixed, varlen [WORKLOADS]")
+                    help="fixed, varlen, heavy (log-normal lengths, harness/workloads.py) [WORKLOADS]")
     t3.add_argument("--rate", type=rate, default=env("RATE", "8"), help="the fixed load's rate [RATE]")
-    t3.add_argument("--stress-rate", type=rate, default=env("STRESS_RATE", "") or None,
-                    help="default: 0.9 x the Task 2 capacity of the same setting, else 48 [STRESS_RATE]")
+    t3.add_argument("--stress-rate", type=listed(rate), default=env("STRESS_RATE", "") or None,
+                    help="the varlen and heavy loads' rates, also offered on the fixed load (\"52 60\": both); "
+                         "default: 0.9 x the Task 2 capacity of the same setting, else 48 [STRESS_RATE]")
     t3.add_argument("--range-ratio", type=float, default=env("RANGE_RATIO", "0.9"),
                     help="varlen: input lengths uniform in [1-R, 1+R] x --input-len [RANGE_RATIO]")
+    t3.add_argument("--burstiness", type=float, default=env("BURSTINESS", "1"),
+                    help="arrival burstiness of every load (vllm bench serve --burstiness; 1: Poisson, "
+                         "below 1: burstier) [BURSTINESS]")
     t3.set_defaults(run=task3)
 
     st = subs.add_parser("slo", help="SLO attainment and goodput vs request rate", description=slo.__doc__)
@@ -474,8 +495,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def workload(text: str) -> str:
-    if text not in ("fixed", "varlen"):
-        raise argparse.ArgumentTypeError(f"unknown workload {text!r} (fixed, varlen)")
+    if text not in ("fixed", "varlen", "heavy"):
+        raise argparse.ArgumentTypeError(f"unknown workload {text!r} (fixed, varlen, heavy)")
     return text
 
 

@@ -8,6 +8,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -226,8 +227,23 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
     rows = [line for line in text.splitlines() if line.startswith("|")]
     cells = [c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in rows)  # capacity: 2nd table
              if c[:3] == ["ttft:200 tpot:25", "fixed", layer.strategy_label("default")]][-1]
-    assert cells[3] == f"{capacity:.1f}" and cells[-1] == "1.00x"
+    assert cells[3] == f"{capacity:.1f}" and cells[-2] == "1.00x" and cells[-1] == "1.00-1.00x"
+    lo, hi = map(float, cells[4].split("-"))  # the bootstrap interval holds the capacity of the means
+    assert lo <= capacity <= hi and lo < hi
     assert "Simulated screen" in (RESULTS / "REPORT.md").read_text()
+
+
+def test_capacity_interval_is_a_bootstrap_over_the_runs_of_each_rate():
+    """Identical runs leave no spread (30 + 0.1 / 0.5 x 10 = 32 req/s); runs that differ give an
+    interval around the capacity of their means, within what the extreme means allow."""
+    same = pd.DataFrame({"rate": [30.0] * 3 + [40.0] * 3, "attainment": [1.0] * 3 + [0.5] * 3})
+    assert (report.boot_capacities(same, 200, np.random.default_rng(0)) == 32.0).all()
+    spread = same.assign(attainment=[1.0, 1.0, 1.0, 0.2, 0.5, 0.8])
+    draws = report.boot_capacities(spread, 2000, np.random.default_rng(0))
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    assert lo < 32.0 < hi and draws.min() >= 31.25 - 1e-9 and draws.max() <= 35.0 + 1e-9
+    assert report.interval_text(draws) == f"{lo:.1f}-{hi:.1f}"
+    assert report.interval_text(np.array([31.0, np.nan])) == "n/a"  # a resample met the SLO nowhere
 
 
 def budget_sweep_at_rate_inf() -> tuple[pd.DataFrame, dict[int, list[float]]]:

@@ -500,6 +500,81 @@ def test_sjf_aging_rate_comes_from_additional_config():
 
 
 # ---------------------------------------------------------------------------------------------
+# Strategy F: SJF among the requests still on time, late ones last
+# ---------------------------------------------------------------------------------------------
+def test_on_time_sjf_queue_puts_late_requests_last_shortest_first_within_each():
+    """Budget 0.4 s. At t = 1.0 the prompts that arrived at 0.8 and 0.9 are on time (shortest
+    first), those of 0.0 and 0.5 are late (shortest first) and go after them, whatever their
+    length; a request vLLM puts back never turns late. ``peek``, ``pop`` and iteration agree."""
+    clock = FakeClock()
+    clock.now = 1.0
+    queue = ms.OnTimeShortestJobFirstQueue(False, 0.0, deadline_s=0.4, clock=clock)
+    reqs = {(n, t): make_request(n, 2, arrival_time=t) for n, t in ((50, 0.0), (900, 0.9), (30, 0.5), (400, 0.8))}
+    for req in reqs.values():
+        queue.add_request(req)
+    expected = [(400, 0.8), (900, 0.9), (30, 0.5), (50, 0.0)]
+    assert [(r.num_prompt_tokens, r.arrival_time) for r in queue] == [(30, 0.5), (50, 0.0), (400, 0.8), (900, 0.9)]
+    popped = []  # the first read at t = 1.0 moves the late ones
+    while queue:
+        head = queue.peek_request()
+        popped.append(queue.pop_request())
+        assert popped[-1] is head
+    assert [(r.num_prompt_tokens, r.arrival_time) for r in popped] == expected
+    plain = ms.ShortestJobFirstQueue(False, 0.0)  # B1 would admit the late short ones first
+    for req in reqs.values():
+        plain.add_request(req)
+    assert [plain.pop_request().num_prompt_tokens for _ in range(4)] == [30, 50, 400, 900]
+    queue.prepend_request(reqs[(900, 0.9)])  # preempted: back in by its length, never late
+    queue.add_request(reqs[(400, 0.8)])
+    clock.now = 5.0
+    assert [r.num_prompt_tokens for r in queue] == [400, 900] and queue.peek_request() is reqs[(900, 0.9)]
+    assert len(queue) == 2
+    queue.remove_requests([reqs[(900, 0.9)]])
+    assert len(queue) == 1 and queue.pop_request() is reqs[(400, 0.8)] and not queue
+
+
+def _on_time_sjf(clock: FakeClock, slo_ms: float = 500.0, margin_ms: float = 100.0) -> type:
+    return type("TestOnTimeSJF", (ms.OnTimeSJFScheduler,),
+                {"wall_clock": staticmethod(clock), "ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
+
+
+def test_on_time_sjf_admits_the_on_time_request_before_a_shorter_late_one_and_counts_both():
+    clock = FakeClock()
+    sched = make_scheduler(_on_time_sjf(clock), SimConfig(max_num_seqs=1, max_num_batched_tokens=2048,
+                                                           num_blocks=5000))
+    clock.now = 100.0
+    late, fresh = make_request(64, 2, arrival_time=99.0), make_request(96, 2, arrival_time=99.9)
+    assert _admission_order(sched, [late, fresh]) == [96, 64]
+    assert sched.policy_stats == {"admitted_on_time": 1, "admitted_late": 1}
+    settings = sched.stats_dict()["policy_settings"]
+    assert settings == {"aging_tokens_per_s": 0.0, "ttft_slo_ms": 500.0, "ttft_margin_ms": 100.0}
+    plain = make_scheduler(ms.SJFScheduler, SimConfig(max_num_seqs=1, max_num_batched_tokens=2048, num_blocks=5000))
+    late, fresh = make_request(64, 2, arrival_time=99.0), make_request(96, 2, arrival_time=99.9)
+    assert _admission_order(plain, [late, fresh]) == [64, 96]
+
+
+def test_on_time_sjf_meets_more_ttft_deadlines_after_a_burst_than_sjf():
+    """The burst of the D test (80 prompts at once, then one every 2 steps; all one length, so
+    SJF is FCFS here), TTFT target 0.3 s: SJF serves the backlog first and the later arrivals
+    wait behind it; F serves every later arrival on time and the burst's late ones after."""
+    clock = FakeClock()
+    runs = {"sjf": _burst_ttfts(ms.SJFScheduler, clock),
+            "ontime": _burst_ttfts(_on_time_sjf(clock, slo_ms=300.0, margin_ms=50.0), clock)}
+    met = {name: sum(t <= 0.3 for rid, t in ttft.items() if not rid.startswith("burst-"))
+           for name, ttft in runs.items()}
+    assert met["ontime"] == 200 and met["sjf"] <= 160, met
+    assert max(runs["ontime"].values()) < 10.0  # nothing dropped: the late ones were served
+
+
+def test_on_time_sjf_settings_come_from_additional_config_and_are_checked():
+    given = {"ttft_slo_ms": 800, "ttft_margin_ms": 150, "aging_tokens_per_s": 20}
+    settings = make_scheduler(ms.OnTimeSJFScheduler, SimConfig(additional_config=given)).stats_dict()["policy_settings"]
+    assert settings == {"aging_tokens_per_s": 20.0, "ttft_slo_ms": 800.0, "ttft_margin_ms": 150.0}
+    with pytest.raises(ValueError, match="ttft_margin_ms"):
+        make_scheduler(ms.OnTimeSJFScheduler, SimConfig(additional_config={**given, "ttft_margin_ms": 900}))
+
+
+# ---------------------------------------------------------------------------------------------
 # Recorder
 # ---------------------------------------------------------------------------------------------
 def test_recorder_peaks_equal_hand_computed_values(tmp_path, monkeypatch):
@@ -563,7 +638,7 @@ def test_strategy_names_resolve_and_typos_fail_early():
 
 def test_the_registry_orders_strategies_by_letter_and_checks_their_settings():
     lettered = [s.letter for s in ms.STRATEGIES.values() if s.letter]
-    assert lettered == ["A", "B1", "C", "D", "E"]
+    assert lettered == ["A", "B1", "C", "D", "E", "F"]
     assert ms.strategy("my_scheduler.SJFScheduler").name == "sjf"
     assert ms.check_settings("paced", {"tpot_slo_ms": 60}) == {"tpot_slo_ms": 60.0}
     with pytest.raises(ValueError, match="takes no setting 'tpot_slo_ms'"):

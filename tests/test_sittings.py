@@ -36,3 +36,14 @@ def test_an_unknown_sitting_is_refused_with_the_list():
     result = dry_run("no-such-sitting")
     assert result.returncode == 2
     assert "unknown sitting 'no-such-sitting'" in result.stderr and "task2-16-low" in result.stderr
+
+
+def test_the_heavy_sitting_compares_the_default_and_f_on_the_bursty_skewed_load():
+    done = dry_run("task3-heavy")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout + done.stderr
+    assert out.count("would start") == 2 and "--scheduler-cls my_scheduler.OnTimeSJFScheduler" in out
+    for strategy in ("default", "sjf-ontime"):
+        for rate in (60, 68, 76):
+            assert f"would run ({strategy}_heavy-burst0.5_rate-{rate}_run-3.json)" in out
+    assert "--dataset-name custom" in out and "--burstiness 0.5" in out
