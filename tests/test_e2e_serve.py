@@ -330,3 +330,38 @@ def test_front_end_check_sees_a_lagging_api_server_and_several_api_servers_and_c
     # Merged chunks still carry every token: the output count is whole in the lagged run too.
     assert runs["run-2"]["summary"]["window_output_tokens"] == pytest.approx(
         runs["run-1"]["summary"]["window_output_tokens"], rel=0.2)
+
+
+def test_the_heavy_tailed_load_reaches_a_real_server_in_file_order_and_f_counts_its_admissions(cpu_env, tmp_path):
+    """task3.sh's heavy load through the real `vllm bench serve` (custom dataset, burstiness 0.5)
+    to a real server running Strategy F: every request gets its file line's prompt and output
+    lengths, in file order, and F's counters account for every admission. The dataset is written
+    beforehand with short lengths for the 512-token CPU server; the sweep reuses it by its name."""
+    from harness import workloads
+    from harness.lab_metrics import read_detail
+    from harness.offline_model import resolve_model
+
+    out_dir = tmp_path / "results" / "task3"
+    spec = workloads.HeavyTail(input_median=60, input_sigma=0.8, input_bounds=(8, 400),
+                               output_median=4, output_sigma=0.5, output_bounds=(2, 8))
+    dataset = workloads.write_dataset(out_dir / "datasets" / workloads.dataset_name(12, 42), resolve_model(TINY),
+                                      12, 42, spec)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "heavy",
+         "--burstiness", "0.5", "--strategies", "sjf-ontime", "--stress-rate", "20", "--num-prompts", "12",
+         "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
+         "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), "--no-plot"],
+        env=cpu_env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = out_dir / "sjf-ontime_heavy-burst0.5_rate-20_run-1.json"
+    run = json.loads(path.read_text())
+    assert run["config"]["bench_params"]["dataset_path"] == str(dataset)
+    assert run["config"]["bench_params"]["burstiness"] == 0.5
+    assert "--scheduler-cls my_scheduler.OnTimeSJFScheduler" in run["config"]["server_command"]
+    detail = read_detail(path)
+    inputs, outputs = workloads.read_lengths(dataset)
+    assert detail["input_lens"] == inputs.tolist() and detail["output_lens"] == outputs.tolist()
+    assert run["summary"]["num_failed"] == 0
+    counts = run["engine"]["scheduler_counts_this_run"]
+    assert counts["policy"]["admitted_on_time"] + counts["policy"]["admitted_late"] == 12
+    assert counts["policy_settings"]["ttft_slo_ms"] == 500.0
