@@ -80,7 +80,7 @@ below             | 12 | budget 2048 at 16 req/s and $STRESS req/s with $API API
 task3-stress      | 27 | Task 3 default, A, SJF at $STRESS req/s, fixed and varlen (done but SJF varlen: 1 of 3 runs)
 task2-inf         | 26 | Task 2, budgets 512-4096 at rate inf (done; 8192 did not fit: task2-inf-high)
 task2-inf-high    | 16 | Task 2, budgets 2048 (anchor), 4096, 8192 at rate inf
-task3-sjf-varlen  | 11 | Task 3 default and SJF at $STRESS req/s on varlen
+task3-sjf-varlen  | 11 | Task 3 default and SJF at $STRESS req/s on varlen (done)
 task3-heavy       | 19 | default and Strategy F on the heavy-tailed load, burstiness 0.5, at $HEAVY_RATES req/s: SLO capacity
 task3-rate8-a     | 21 | Task 3 default and A at the handout's 8 req/s, fixed load
 task3-rate8-sjf   | 21 | Task 3 default and SJF at the handout's 8 req/s, fixed load

@@ -824,7 +824,8 @@ def interval_text(draws: np.ndarray, digits: int = 1, suffix: str = "") -> str:
 
 def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Attainment per replay and SLO pair; capacity per strategy (of the replays' mean attainment)
-    with a bootstrap interval, and its ratio to the default's with one (both resampled, same seed)."""
+    with a bootstrap interval, and its ratio to the default's with one: every group is resampled
+    from the same seed, so the ratio pairs replays of the same residual seed."""
     att = pd.DataFrame([{"slo": slo, "strategy": r.config["scheduler"], "workload": r.config["workload"],
                          "rate": float(r.config["rate"]), "run": r.config["run"], "attainment": a["attainment"],
                          "tpot missed": a["num_missed_by_term"]["tpot"] / a["num_kept"]}
@@ -891,8 +892,8 @@ def screen_section(res: Results) -> list[Block]:
                  f"{att['run'].max()}), {len(runs)} replays in `results/{SCREEN}/`. SLO capacity: the highest "
                  "rate with >= 90% of kept requests meeting the SLO, linear between grid rates, of the replays' "
                  "mean attainment ('>=' or '<': outside the grid); intervals: 95% percentile bootstrap, the "
-                 "replays of each rate resampled with replacement (2000 draws; the ratio's resamples both "
-                 "strategies). The tight pair "
+                 "replays of each rate resampled with replacement (2000 draws; for the ratio the same draws for "
+                 "both strategies, whose replay k used residual seed k). The tight pair "
                  f"binds: the default's capacity on the fixed load is {fixed.loc[(SCREEN_SLOS[1], 'default'), 'text']} "
                  f"req/s under it against {fixed.loc[(SCREEN_SLOS[0], 'default'), 'text']} under the lab's "
                  "pair; requests over the TPOT term: at most "
