@@ -601,8 +601,9 @@ class OnTimeAdmission:
     ttft_margin_ms: float | None = None
     wall_clock: Callable[[], float] = staticmethod(time.time)
 
-    def _wait_budget_s(self) -> float:
-        """The TTFT target minus the margin, in seconds; records both settings and zeroes the counters."""
+    def _start_on_time_admission(self) -> float:
+        """The wait budget (TTFT target minus margin) in seconds, kept for the counters; records
+        both settings and zeroes the counters."""
         slo_ms, margin_ms = target_and_margin(self, "ttft_slo_ms", "ttft_margin_ms")
         self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
         self.policy_stats = {**getattr(self, "policy_stats", {}), "admitted_on_time": 0, "admitted_late": 0}
@@ -647,7 +648,7 @@ class DeadlineAwarePolicy(OnTimeAdmission, StallBoundedPrefillFirstPolicy):
         if self.policy == SchedulingPolicy.PRIORITY:
             raise ValueError("the deadline-aware strategy supports --scheduling-policy fcfs only")
         max_wait_s = setting(self, "max_late_wait_s")
-        self.waiting = DeadlineAwareQueue(self._wait_budget_s(), max_wait_s, self.wall_clock)
+        self.waiting = DeadlineAwareQueue(self._start_on_time_admission(), max_wait_s, self.wall_clock)
         self.policy_settings["max_late_wait_s"] = max_wait_s
 
 
@@ -851,7 +852,7 @@ class OnTimeShortestJobFirstQueue(ShortestJobFirstQueue):
         super().__init__(use_priority, aging_tokens_per_s)
         self._deadline_s, self._clock, self._frozen_now = deadline_s, clock, None
         self._on_time: set[int] = set()  # tiebreaks of the entries of the on-time heap still there
-        self._by_arrival: list[tuple[float, int]] = []  # (arrival, tiebreak): who may turn late next
+        self._by_arrival: list[tuple[float, int, tuple]] = []  # (arrival, tiebreak, entry): who turns late next
         self._late: list[tuple[int, float, float, int, Request]] = []
 
     def freeze(self, now: float | None) -> None:
@@ -860,7 +861,7 @@ class OnTimeShortestJobFirstQueue(ShortestJobFirstQueue):
     def add_request(self, request: Request) -> None:
         entry = self._entry(request)
         heapq.heappush(self._heap, entry)
-        heapq.heappush(self._by_arrival, (request.arrival_time, entry[3]))
+        heapq.heappush(self._by_arrival, (request.arrival_time, entry[3], entry))
         self._on_time.add(entry[3])
 
     def prepend_request(self, request: Request) -> None:
@@ -876,16 +877,11 @@ class OnTimeShortestJobFirstQueue(ShortestJobFirstQueue):
         """Move every on-time entry whose wait reached the deadline to the late heap, then drop
         moved (or popped) entries off the top of the on-time heap."""
         now = self._frozen_now if self._frozen_now is not None else self._clock()
-        late_ids = set()
         while self._by_arrival and self._by_arrival[0][0] <= now - self._deadline_s:
-            tiebreak = heapq.heappop(self._by_arrival)[1]
-            if tiebreak in self._on_time:
+            _, tiebreak, entry = heapq.heappop(self._by_arrival)
+            if tiebreak in self._on_time:  # not popped or removed meanwhile
                 self._on_time.discard(tiebreak)
-                late_ids.add(tiebreak)
-        if late_ids:
-            for entry in self._heap:
-                if entry[3] in late_ids:
-                    heapq.heappush(self._late, entry)
+                heapq.heappush(self._late, entry)
         while self._heap and self._heap[0][3] not in self._on_time:
             heapq.heappop(self._heap)
 
@@ -940,7 +936,7 @@ class OnTimeShortestJobFirstPolicy(OnTimeAdmission, ShortestJobFirstPolicy):
         super().__init__(*args, **kwargs)
         self.waiting = OnTimeShortestJobFirstQueue(self.policy == SchedulingPolicy.PRIORITY,
                                                    self.policy_settings["aging_tokens_per_s"],
-                                                   self._wait_budget_s(), self.wall_clock)
+                                                   self._start_on_time_admission(), self.wall_clock)
 
 
 class OnTimeSJFScheduler(StepRecorder, OnTimeShortestJobFirstPolicy):

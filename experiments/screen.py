@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dry-run", action="store_true", help="list the replays still to run")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
-    dataset = args.folder / "datasets" / workloads.dataset_name(1000, 42)
+    dataset = workloads.dataset_path(args.folder / "datasets", 1000, 42)
     todo = [(path, cmd) for path, cmd in replays(args.folder, dataset) if not path.exists()]
     print(f"[screen] {len(todo)} replays to run in {args.folder}")
     if args.dry_run:

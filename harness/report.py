@@ -746,9 +746,9 @@ def task3_section(res: Results) -> list[Block]:
 SLO_MOTIVATION = (
     "Our SLO-aware strategies (README, \"Schedulers\"): C bounds how long decodes wait behind "
     "A's prefill-only steps; D adds deadline-aware admission; E spends only the TPOT slack of "
-    "the SLO on first tokens; F is SJF among the requests still on time, the late ones last. Each study offers the same load at rising rates and counts the "
-    "requests meeting TTFT and mean-TPOT targets (attainment; failures miss) and their rate "
-    "(goodput), recomputed from the per-request data.")
+    "the SLO on first tokens; F is SJF among the requests still on time, the late ones last. Each "
+    "study offers the same load at rising rates and counts the requests meeting TTFT and mean-TPOT "
+    "targets (attainment; failures miss) and their rate (goodput), recomputed from the per-request data.")
 
 
 def beside_another_server(run: Run) -> bool:

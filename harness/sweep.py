@@ -397,7 +397,7 @@ def heavy_dataset(sweep: SweepArgs) -> Path:
 
     folder = sweep.out_dir / "datasets"
     if sweep.dry_run:
-        return folder / workloads.dataset_name(sweep.num_prompts, sweep.seed)
+        return workloads.dataset_path(folder, sweep.num_prompts, sweep.seed)
     return workloads.ensure_dataset(folder, resolve_model(sweep.model), sweep.num_prompts, sweep.seed)
 
 

@@ -54,9 +54,10 @@ class HeavyTail:
 HEAVY = HeavyTail()
 
 
-def dataset_name(num_prompts: int, seed: int) -> str:
-    """The file name says what drew it, so a sweep reuses a file only for the same draw."""
-    return f"heavy_n-{num_prompts}_seed-{seed}.jsonl"
+def dataset_path(folder: Path, num_prompts: int, seed: int) -> Path:
+    """Where the draw lives in ``folder``: the name says what drew it, so a sweep reuses a file
+    only for the same draw."""
+    return folder / f"heavy_n-{num_prompts}_seed-{seed}.jsonl"
 
 
 def write_dataset(out: Path, tokenizer_path: str, num_prompts: int, seed: int, spec: HeavyTail = HEAVY) -> Path:
@@ -82,7 +83,7 @@ def write_dataset(out: Path, tokenizer_path: str, num_prompts: int, seed: int, s
 
 def ensure_dataset(folder: Path, tokenizer_path: str, num_prompts: int, seed: int) -> Path:
     """The heavy-tailed dataset for this draw in ``folder``, written if it is not there yet."""
-    path = folder / dataset_name(num_prompts, seed)
+    path = dataset_path(folder, num_prompts, seed)
     return path if path.is_file() else write_dataset(path, tokenizer_path, num_prompts, seed)
 
 

@@ -344,7 +344,7 @@ def test_the_heavy_tailed_load_reaches_a_real_server_in_file_order_and_f_counts_
     out_dir = tmp_path / "results" / "task3"
     spec = workloads.HeavyTail(input_median=60, input_sigma=0.8, input_bounds=(8, 400),
                                output_median=4, output_sigma=0.5, output_bounds=(2, 8))
-    dataset = workloads.write_dataset(out_dir / "datasets" / workloads.dataset_name(12, 42), resolve_model(TINY),
+    dataset = workloads.write_dataset(workloads.dataset_path(out_dir / "datasets", 12, 42), resolve_model(TINY),
                                       12, 42, spec)
     proc = subprocess.run(
         ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "heavy",

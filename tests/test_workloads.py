@@ -25,7 +25,7 @@ TOKENIZER = str(ROOT / "models" / "qwen3-0.6b")
 def dataset(tmp_path_factory) -> Path:
     from harness.offline_model import resolve_model
 
-    out = tmp_path_factory.mktemp("heavy") / workloads.dataset_name(60, 7)
+    out = workloads.dataset_path(tmp_path_factory.mktemp("heavy"), 60, 7)
     return workloads.write_dataset(out, resolve_model(TOKENIZER), 60, 7)
 
 
@@ -59,7 +59,7 @@ def test_vllm_bench_reads_the_file_back_with_its_lengths_in_file_order(dataset):
     inputs, outputs = workloads.read_lengths(dataset)
     assert [s.prompt_len for s in samples] == inputs.tolist()
     assert [s.expected_output_len for s in samples] == outputs.tolist()
-    assert (inputs, outputs)[0].tolist() == workloads.HEAVY.lengths(60, 7)[0].tolist()  # exact lengths
+    assert inputs.tolist() == workloads.HEAVY.lengths(60, 7)[0].tolist()  # exact lengths
     prompts = [json.loads(line)["prompt"] for line in dataset.read_text().splitlines()]
     assert len({p[:40] for p in prompts}) == len(prompts)  # no shared prefixes for the cache to reuse
 
@@ -99,7 +99,7 @@ def test_task3_sends_the_heavy_load_with_its_burstiness(tmp_path):
                            "--out-dir", str(tmp_path / "t3")], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "(sjf_heavy-burst0.5_rate-50_run-1.json)" in done.stdout
-    path = tmp_path / "t3" / "datasets" / workloads.dataset_name(1000, 42)
+    path = workloads.dataset_path(tmp_path / "t3" / "datasets", 1000, 42)
     assert f"--dataset-name custom --dataset-path {path} --custom-output-len -1" in done.stdout
     assert done.stdout.rstrip().endswith("--burstiness 0.5")
     assert not path.exists()  # a dry run writes nothing
@@ -110,7 +110,7 @@ def test_the_sweep_writes_the_dataset_once(tmp_path):
 
     args = SimpleNamespace(out_dir=tmp_path, dry_run=False, model=TOKENIZER, num_prompts=12, seed=5)
     path = sweep.heavy_dataset(args)
-    assert path == tmp_path / "datasets" / workloads.dataset_name(12, 5)
+    assert path == tmp_path / "datasets" / "heavy_n-12_seed-5.jsonl"
     first = path.stat().st_mtime_ns
     assert sweep.heavy_dataset(args) == path and path.stat().st_mtime_ns == first
     assert workloads.read_lengths(path)[0].tolist() == workloads.HEAVY.lengths(12, 5)[0].tolist()
