@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.report import write_report  # noqa: E402
+from harness.report import capacity_folders, write_report  # noqa: E402
 from harness.results import (BUDGET, METRICS, ROOT, THROUGHPUT, Results, Run, _rate_order,  # noqa: E402
                              _strategy_order, kept_request_values, load_label, strategy_label)
 
@@ -153,16 +153,40 @@ def plot_slo(runs: pd.DataFrame, figures: Path, prefix: str) -> Path:
     return _save(fig, figures / f"{prefix}_attainment_goodput.png")
 
 
+def plot_pareto(runs: pd.DataFrame, figures: Path, prefix: str) -> Path:
+    """P99 TTFT against P99 ITL: one point per strategy and rate at the runs' medians, bars from
+    the lowest to the highest run, the rate written beside each point; down and left is better."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for i, (tag, part) in enumerate(sorted(runs.groupby("strategy"), key=lambda g: _strategy_order(g[0]))):
+        for j, (rate, point) in enumerate(sorted(part.groupby("rate"), key=lambda g: _rate_order(g[0]))):
+            x, y = point["TTFT P99 (ms)"], point["ITL P99 (ms)"]
+            ax.errorbar(x.median(), y.median(), fmt="o", color=f"C{i}", capsize=3,
+                        xerr=[[x.median() - x.min()], [x.max() - x.median()]],
+                        yerr=[[y.median() - y.min()], [y.max() - y.median()]],
+                        label=strategy_label(tag) if j == 0 else None)
+            ax.annotate(f"{rate}/s", (x.median(), y.median()), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("TTFT P99 (ms, log scale)")
+    ax.set_ylabel("ITL P99 (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"P99 TTFT vs P99 ITL (median of runs, bars: their range;\n{lag_count(runs)})", fontsize=9)
+    return _save(fig, figures / f"{prefix}_pareto.png")
+
+
 # --- The command: everything read once, then CSVs, figures, tables.md and the report --------
 def write_figures(res: Results) -> None:
     figures = res.folder / "figures"
     if res.folders("task2"):
         plot_task2(res.rows("task2"), figures)
-    for name in res.folders("task3"):
+    for name in (f for f in res.folders("task3") if f not in capacity_folders(res)):
         for workload, rate in res.points(name):
             plot_cdfs(res.serving[name], workload, rate, figures)
     for name in res.folders("slo"):
         plot_slo(res.folder_rows(name), figures, name)
+    for name in capacity_folders(res):
+        plot_slo(res.folder_rows(name), figures, name)
+        plot_pareto(res.folder_rows(name), figures, name)
 
 
 def main(argv: list[str]) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment, slo_key
-from my_scheduler import FORMER_NAMES, STRATEGIES
+from my_scheduler import FORMER_NAMES, RETIRED, STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 2**20
@@ -43,7 +43,19 @@ WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with on
 LATE_GAPS = "gaps under 0.1 ms (%)"  # tokens read back to back: late, though in their own chunks
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
 VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
-STRATEGY_LABELS = {name: entry.label for name, entry in STRATEGIES.items()}  # the registry's order
+
+
+def _labels_in_letter_order() -> dict[str, str]:
+    """The registry's labels and the retired strategies' (their committed results still need
+    one): vLLM's default first, then by handout letter (A, B1, C, ..., F), then the rest."""
+    letters = {name: entry.letter for name, entry in STRATEGIES.items()}
+    letters |= {name: re.match(r"Strategy (\w+):", label).group(1) for name, label in RETIRED.items()}
+    labels = {**{name: entry.label for name, entry in STRATEGIES.items()}, **RETIRED}
+    group = {name: 0 if i == 0 else 1 if letters[name] else 2 for i, name in enumerate(labels)}
+    return dict(sorted(labels.items(), key=lambda item: (group[item[0]], letters[item[0]])))
+
+
+STRATEGY_LABELS = _labels_in_letter_order()
 SLO_TITLES = {"slo": "SLO study (default, A and E, 2 runs per point)",
               "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
               "slo_pilot": "SLO pilot study (beside another server, not in lockstep)"}
@@ -287,8 +299,8 @@ def current_name(tag: str) -> str:
 
 
 def strategy_label(tag: str) -> str:
-    """``stall-bounded-15ms`` (``slo_study.sh``'s ``stall-bounded@15``) -> Strategy C's label
-    with its stall bound."""
+    """A strategy's display label, a retired one's too: ``stall-bounded-15ms`` (the tag the SLO
+    study gave the retired Strategy C run with a 15 ms stall bound) -> C's label with its bound."""
     tag = current_name(tag)
     match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
     if match and match.group(1) in STRATEGY_LABELS:

@@ -276,7 +276,7 @@ def bench_lengths(num_prompts: int, input_len: int, output_len: int, range_ratio
 
 
 class VirtualClock:
-    """The simulated time, read by strategies that look at the clock (C, D, E)."""
+    """The simulated time, read by strategies that look at the clock (F's ``wall_clock``)."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -286,12 +286,12 @@ class VirtualClock:
 
 
 def replay_class(strategy: str, clock: VirtualClock) -> type:
-    """The strategy's class (its registry entry's, vLLM's own for the default), with every clock
-    it reads (``clock``, ``wall_clock``) set to the virtual one."""
+    """The strategy's class (its registry entry's, vLLM's own for the default), with the clock
+    it reads (``wall_clock``) set to the virtual one."""
     import my_scheduler
 
     cls = my_scheduler.strategy(strategy).cls or AsyncScheduler
-    clocks = {name: staticmethod(clock) for name in ("clock", "wall_clock") if hasattr(cls, name)}
+    clocks = {name: staticmethod(clock) for name in ("wall_clock",) if hasattr(cls, name)}
     return type(cls.__name__, (cls,), clocks) if clocks else cls
 
 

@@ -1061,7 +1061,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scheduler", default="default",
                         help="short name or my_scheduler.Class (python my_scheduler.py --list)")
     parser.add_argument("--additional-config", type=json.loads, default={}, metavar="JSON",
-                        help="the strategy's settings, e.g. '{\"max_decode_stall_ms\": 15}' "
+                        help="the strategy's settings, e.g. '{\"aging_tokens_per_s\": 100}' "
                              "(passed to vllm serve --additional-config; keys: my_scheduler.py --list)")
     parser.add_argument("--server-args", default="", help="extra vllm serve flags, one string")
     parser.add_argument("--bench-args", default="", help="extra vllm bench serve flags, one string")

@@ -41,7 +41,7 @@ from harness import workloads  # noqa: E402
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
 SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
-SLO_SETTINGS = {"ttft": "ttft_slo_ms", "tpot": "tpot_slo_ms"}  # the strategies that aim at them
+SLO_SETTINGS = {"ttft": "ttft_slo_ms"}  # the SLO targets a strategy aims at (F: TTFT)
 
 
 def words(text: str) -> list[str]:
@@ -424,34 +424,17 @@ def slo_terms(text: str) -> dict[str, float]:
     return terms
 
 
-def strategy_spec(text: str) -> tuple[str, float | None]:
-    """``NAME`` or ``NAME@MS`` (Strategy C's stall bound, in ms)."""
-    name, sep, bound = text.partition("@")
-    if not sep:
-        return name, None
-    try:
-        return name, float(bound)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: the stall bound after @ must be a number of ms") from None
-
-
 def slo(ns: argparse.Namespace) -> int:
-    """One server per strategy spec, every rate on it; the SLO goes to --goodput, and its TTFT
-    and TPOT targets to the strategies that aim at them (D and E)."""
+    """One server per strategy, every rate on it; the SLO goes to --goodput, and its TTFT target
+    to the strategies that aim at it (F's ``ttft_slo_ms``)."""
     sweep = SweepArgs.from_cli_args(ns)
     settings = strategy_settings(ns.strategy_setting)
-    checked_strategies([name for name, _ in ns.strategies], settings)
+    checked_strategies(ns.strategies, settings)
     goodput = " ".join(f"{k}:{v:g}" for k, v in ns.slo.items())
     targets = {SLO_SETTINGS[k]: v for k, v in ns.slo.items() if k in SLO_SETTINGS}
-    configs = []
-    for name, bound in ns.strategies:
-        given = {**targets, **settings, **({} if bound is None else {"max_decode_stall_ms": bound})}
-        mine = settings_for(name, given)
-        if bound is not None and "max_decode_stall_ms" not in mine:
-            sys.exit(f"error: {name}@{bound:g}: strategy {name} has no stall bound")
-        configs.append(Config("slo", name if bound is None else f"{name}-{bound:g}ms", ns.max_num_batched_tokens,
-                              [Load("fixed", ns.rates)], scheduler=name, settings=mine,
-                              timeout_s=ns.timeout_s, goodput=goodput))
+    configs = [Config("slo", name, ns.max_num_batched_tokens, [Load("fixed", ns.rates)], scheduler=name,
+                      settings=settings_for(name, {**targets, **settings}), timeout_s=ns.timeout_s, goodput=goodput)
+               for name in ns.strategies]
     return run_all("slo_study", sweep, configs,
                    lambda c: f"strategy {c.tag}: rates {' '.join(ns.rates)}, SLO {goodput}")
 
@@ -471,7 +454,7 @@ def parser() -> argparse.ArgumentParser:
 
     t3 = subs.add_parser("task3", help="strategies under the handout's loads", description=task3.__doc__)
     SweepArgs.add_cli_args(t3, runs=1, num_prompts=1000, out_dir="results/task3")
-    add_strategy_args(t3, "default prefill-first sjf", str)
+    add_strategy_args(t3, "default prefill-first sjf")
     t3.add_argument("--workloads", type=listed(workload), default=env("WORKLOADS", "fixed varlen"),
                     help="fixed, varlen, heavy (log-normal lengths, harness/workloads.py) [WORKLOADS]")
     t3.add_argument("--rate", type=rate, default=env("RATE", "8"), help="the fixed load's rate [RATE]")
@@ -487,7 +470,7 @@ def parser() -> argparse.ArgumentParser:
 
     st = subs.add_parser("slo", help="SLO attainment and goodput vs request rate", description=slo.__doc__)
     SweepArgs.add_cli_args(st, runs=2, num_prompts=600, out_dir="results/slo")
-    add_strategy_args(st, "default paced prefill-first", strategy_spec)
+    add_strategy_args(st, "default prefill-first sjf-ontime")
     st.add_argument("--rates", type=listed(rate), default=env("RATES", "36 40 44 48"), help="[RATES]")
     st.add_argument("--slo", type=slo_terms, default=env("SLO", "ttft:500 tpot:50"), help="[SLO]")
     st.set_defaults(run=slo)
@@ -500,11 +483,10 @@ def workload(text: str) -> str:
     return text
 
 
-def add_strategy_args(sub: argparse.ArgumentParser, default: str, item: Any) -> None:
+def add_strategy_args(sub: argparse.ArgumentParser, default: str) -> None:
     """The flags Task 3 and the SLO study share: strategies, budget, timeout, settings."""
-    sub.add_argument("--strategies", type=listed(item), default=env("STRATEGIES", default),
-                     help="short names (python my_scheduler.py --list) [STRATEGIES]"
-                          + ("; NAME@MS: Strategy C or D with a stall bound of MS ms" if item is strategy_spec else ""))
+    sub.add_argument("--strategies", type=listed(str), default=env("STRATEGIES", default),
+                     help="short names (python my_scheduler.py --list) [STRATEGIES]")
     sub.add_argument("--max-num-batched-tokens", type=positive_int, default=env("MNBT", "2048"), help="[MNBT]")
     sub.add_argument("--timeout-s", type=float, default=env("TIMEOUT_S", "30"),
                      help="end-to-end latency above which a request is a timeout [TIMEOUT_S]")

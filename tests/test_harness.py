@@ -214,12 +214,12 @@ def test_prometheus_text_is_parsed_with_labels():
 def test_recorder_counters_are_diffed_per_run():
     before = {"steps": {"total": 10, "mixed": 2}, "tokens": {"prefill": 100}, "policy": {"fallback_steps": 1},
               "queues": {"preemptions": 1}}
-    before["policy_settings"] = {"max_decode_stall_ms": 30.0}
+    before["policy_settings"] = {"ttft_slo_ms": 500.0}
     after = {"steps": {"total": 25, "mixed": 2}, "tokens": {"prefill": 400}, "policy": {"fallback_steps": 4},
-             "queues": {"preemptions": 5}, "policy_settings": {"max_decode_stall_ms": 30.0}}
+             "queues": {"preemptions": 5}, "policy_settings": {"ttft_slo_ms": 500.0}}
     assert sb.counters_delta(before, after) == {
         "steps": {"total": 15, "mixed": 0}, "tokens": {"prefill": 300},
-        "policy": {"fallback_steps": 3}, "policy_settings": {"max_decode_stall_ms": 30.0},
+        "policy": {"fallback_steps": 3}, "policy_settings": {"ttft_slo_ms": 500.0},
         "preemptions": 4}
     assert sb.counters_delta(None, None) is None
 

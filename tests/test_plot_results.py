@@ -180,6 +180,6 @@ def test_runs_under_strategy_c_s_former_name_read_as_its_current_name():
     assert "slo" in {run.config["scheduler"] for run in runs}
     strategies = set(layer.run_rows(runs)["strategy"])
     assert "stall-bounded" in strategies and "slo" not in strategies
-    label = "Strategy C: stall-bounded prefill-first"
+    label = "Strategy C: stall-bounded prefill-first (retired)"
     assert layer.strategy_label("slo") == layer.strategy_label("stall-bounded") == label
     assert layer.strategy_label("slo-15ms") == f"{label} (stall bound 15 ms)"

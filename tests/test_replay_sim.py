@@ -218,15 +218,15 @@ def ss_summary(detail):
 def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_file):
     from harness.results import load_runs, run_rows
 
-    out = tmp_path / "sim" / "paced_rate-20.json"
-    argv = ["replay", "--strategy", "paced", "--rate", "20", "--num-prompts", "30", "--input-len", "128",
+    out = tmp_path / "sim" / "sjf-ontime_rate-20.json"
+    argv = ["replay", "--strategy", "sjf-ontime", "--rate", "20", "--num-prompts", "30", "--input-len", "128",
             "--output-len", "16", "--range-ratio", "0.5", "--step-model", str(model_file), "--out", str(out)]
     assert ss.main(argv) == 0
     runs = load_runs(tmp_path / "sim")
     assert len(runs) == 1 and runs[0].simulated and json.loads(out.read_text())["simulated"]
     assert json.loads(out.read_text())["step_model"]["file"] == str(model_file)
     rows = run_rows(runs)
-    assert rows.loc[0, "strategy"] == "paced" and rows.loc[0, "rate"] == "20"
+    assert rows.loc[0, "strategy"] == "sjf-ontime" and rows.loc[0, "rate"] == "20"
     assert rows.loc[0, "completeness"] == 1.0 and not rows.loc[0, "lagged"]
     detail = runs[0].detail
     assert detail["input_lens"] == [int(n) for n in ss.bench_lengths(30, 128, 16, 0.5, 42)[0]]

@@ -155,276 +155,38 @@ def test_prefill_first_restores_running_and_cap_when_planning_raises():
     assert not run_until_done(sched) == [] and not sched.has_unfinished_requests()
 
 
-# ---------------------------------------------------------------------------------------------
-# Strategy C: prefill-first with a bounded decode stall
-# ---------------------------------------------------------------------------------------------
-class FakeClock:
-    """The time the policy reads; the test advances it by a simulated step time."""
+def _burst_run(cls: type) -> tuple[int, list]:
+    """4 requests start decoding, then a burst of 12 one-chunk prompts (10 output tokens each)
+    arrives at once.
 
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _stall_bounded(clock: FakeClock, stall_ms: float, run_cap: int) -> type:
-    return type("TestStallBounded", (ms.StallBoundedPrefillFirstScheduler,),
-                {"clock": staticmethod(clock), "max_decode_stall_ms": stall_ms,
-                 "max_prefill_steps_in_row": run_cap})
-
-
-def _burst_run(cls: type, clock: FakeClock | None = None, step_ms: float = 10.0, burst_tokens: int = 10):
-    """4 requests start decoding, then a burst of 12 one-chunk prompts (``burst_tokens`` output
-    tokens each) arrives at once.
-
-    Budget 256 and prompts of 256 tokens: a prefill-only step admits one prompt, so A starves
-    the 4 decoders for about 12 steps in a row. Returns (longest run of steps in which requests
-    were decoding but none got a token, traces, steps in which the decoders were served while
-    prompts waited).
+    Budget 256 and prompts of 256 tokens: a prefill-only step admits one prompt. Returns the
+    longest run of steps in which requests were decoding but none got a token, and the traces.
     """
     sched = make_scheduler(cls, SimConfig(max_num_seqs=64, max_num_batched_tokens=256,
                                           num_blocks=5000))
     for _ in range(4):
         sched.add_request(make_request(32, 60))
-    traces, longest, run, served_with_backlog = [], 0, 0, []
+    traces, longest, run = [], 0, 0
     for i in range(400):
         if i == 2:
             for _ in range(12):
-                sched.add_request(make_request(256, burst_tokens))
+                sched.add_request(make_request(256, 10))
         if i > 2 and not sched.has_unfinished_requests():
             break
         decoding = {r.request_id for r in sched.running if not r.is_prefill_chunk}
-        backlog = len(sched.waiting)
         trace = step(sched)
         traces.append(trace)
-        if clock is not None:
-            clock.now += step_ms / 1000.0
-        if decoding and not decoding & trace.decode_ids:
-            run += 1
-            longest = max(longest, run)
-        else:
-            run = 0
-            if decoding and backlog:
-                served_with_backlog.append(trace)
+        run = run + 1 if decoding and not decoding & trace.decode_ids else 0
+        longest = max(longest, run)
     assert not sched.has_unfinished_requests()
-    return longest, traces, served_with_backlog, sched
+    return longest, traces
 
 
 def test_strategy_a_starves_decoders_through_a_burst():
-    """The problem Strategy C solves: A runs the whole burst of prefills before any decode."""
-    longest, traces, _, _ = _burst_run(ms.StepExclusivePrefillFirstScheduler)
+    """A's cost (its ITL tail on the GPU): it runs the whole burst of prefills before any decode."""
+    longest, traces = _burst_run(ms.StepExclusivePrefillFirstScheduler)
     assert longest >= 12
     assert [t.kind for t in traces].count("mixed") == 0
-
-
-def test_stall_bound_in_time_caps_the_decode_gap():
-    """Steps of 12 ms and a 30 ms bound: at most 2 steps in a row without a token (24 ms), then a
-    step planned like vLLM's (decodes and a prompt chunk together), until the burst is gone."""
-    clock = FakeClock()
-    longest, traces, guarded, sched = _burst_run(_stall_bounded(clock, 30.0, 0), clock, 12.0)
-    assert longest == 2
-    assert sched.policy_stats["stall_guard_steps"] == len(guarded) > 0
-    assert all(t.kind == "mixed" for t in guarded)  # prompts progress in guard steps too
-    assert sched.policy_stats["fallback_steps"] == 0
-
-
-def test_stall_bound_in_steps_caps_the_decode_gap():
-    """With time frozen, only the step bound acts: at most 3 prefill-only steps in a row."""
-    clock = FakeClock()
-    longest, _, guarded, sched = _burst_run(_stall_bounded(clock, 1e9, 3), clock, 0.0)
-    assert longest == 3
-    assert sched.policy_stats["stall_guard_steps"] == len(guarded) > 0
-
-
-@pytest.mark.parametrize("cls", [ms.StallBoundedPrefillFirstScheduler, ms.DeadlineAwareScheduler,
-                                 ms.TpotPacedPrefillFirstScheduler])
-def test_strategies_c_d_and_e_keep_the_seq_cap_and_never_livelock(cls):
-    sched = make_scheduler(cls, SimConfig(max_num_seqs=4, max_num_batched_tokens=512, num_blocks=5000))
-    traces = run_until_done(sched, arrivals(10, 3, 40, 20))
-    assert not sched.has_unfinished_requests()
-    assert max(t.num_running_after for t in traces) <= 4
-    sched, done, ids = _overloaded_kv_run(cls)
-    assert done == ids and not sched.has_unfinished_requests()
-
-
-def test_stall_bound_settings_come_from_additional_config():
-    config = SimConfig(additional_config={"max_decode_stall_ms": 15, "max_prefill_steps_in_row": 4,
-                                          "gdn_prefill_backend": "x"})  # vLLM's own keys are left alone
-    policy = make_scheduler(ms.StallBoundedPrefillFirstScheduler, config).stats_dict()["policy_settings"]
-    assert policy["max_decode_stall_ms"] == 15.0 and policy["max_prefill_steps_in_row"] == 4
-    with pytest.raises(ValueError, match="max_decode_stall_ms"):
-        make_scheduler(ms.StallBoundedPrefillFirstScheduler,
-                       SimConfig(additional_config={"max_decode_stall_ms": "soon"}))
-
-
-# ---------------------------------------------------------------------------------------------
-# Strategy D: Strategy C plus deadline-aware admission
-# ---------------------------------------------------------------------------------------------
-def test_deadline_queue_admits_on_time_requests_first_and_bounds_the_wait():
-    """Wait budget 0.4 s, wait bound 10 s. At t = 1.0 the requests that arrived at 0.9 and 1.0
-    are on time and go first; at t = 10.5 the two oldest have waited over 10 s and go first.
-    ``peek``, ``pop`` and iteration agree at every point."""
-    clock = FakeClock()
-    clock.now = 1.0
-    queue = ms.DeadlineAwareQueue(deadline_s=0.4, max_wait_s=10.0, clock=clock)
-    reqs = {t: make_request(16, 2, arrival_time=t) for t in (0.5, 1.0, 0.0, 0.9)}
-    for req in reqs.values():
-        queue.add_request(req)
-    assert [r.arrival_time for r in queue] == [0.9, 1.0, 0.0, 0.5]
-    clock.now = 10.5
-    assert [r.arrival_time for r in queue] == [0.0, 0.5, 0.9, 1.0]
-    clock.now = 1.0
-    popped = []
-    while queue:
-        head = queue.peek_request()
-        popped.append(queue.pop_request())
-        assert popped[-1] is head
-    assert [r.arrival_time for r in popped] == [0.9, 1.0, 0.0, 0.5]
-    queue.add_request(reqs[0.9])
-    queue.prepend_request(reqs[0.0])  # vLLM puts a preempted request back: it resumes first
-    assert [r.arrival_time for r in queue] == [0.0, 0.9]
-    queue.remove_requests([reqs[0.0]])
-    assert len(queue) == 1 and queue.pop_request() is reqs[0.9] and not queue
-
-
-def _deadline(clock: FakeClock, slo_ms: float = 500.0, margin_ms: float = 100.0) -> type:
-    return type("TestDeadline", (ms.DeadlineAwareScheduler,),
-                {"wall_clock": staticmethod(clock), "clock": staticmethod(clock),
-                 "ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
-
-
-def _burst_ttfts(cls: type, clock: FakeClock, step_s: float = 0.01) -> dict[str, float]:
-    """A burst of 80 one-chunk prompts at t = 0, then one prompt every 2 steps for 200 steps.
-
-    Budget 256 and prompts of 256 tokens: one prompt a step, so the burst alone keeps the queue
-    80 steps (0.8 s) long, and the arrivals after it (half the capacity) find a backlog for
-    about 160 steps. Returns each request's TTFT: from arrival to the end of the step that
-    finished its prompt; the burst's requests have ids in ``burst``.
-    """
-    sched = make_scheduler(cls, SimConfig(max_num_seqs=256, max_num_batched_tokens=256,
-                                          num_blocks=20_000))
-    clock.now = 0.0
-    arrival: dict[str, float] = {}
-    ttft: dict[str, float] = {}
-    for i in range(1000):
-        batch = [make_request(256, 4, request_id=f"burst-{k}") for k in range(80)] if i == 0 else (
-            [make_request(256, 4)] if i % 2 == 0 and i <= 400 else [])
-        for req in batch:
-            req.arrival_time = clock.now
-            arrival[req.request_id] = clock.now
-            sched.add_request(req)
-        if i > 400 and not sched.has_unfinished_requests():
-            break
-        trace = step(sched)
-        clock.now += step_s
-        for rid in trace.prefill_ids:
-            request = sched.requests.get(rid)
-            if request is None or request.num_computed_tokens >= request.num_prompt_tokens:
-                ttft.setdefault(rid, clock.now - arrival[rid])
-    assert not sched.has_unfinished_requests()
-    assert set(ttft) == set(arrival)  # every request was served: nothing dropped
-    return ttft
-
-
-def test_deadline_admission_meets_more_ttft_deadlines_after_a_burst_than_fcfs():
-    """Same step rule (Strategy C), FCFS vs deadline-aware admission, TTFT target 0.3 s.
-
-    FCFS: the requests arriving after the burst wait behind its backlog and many are late.
-    Deadline-aware: each of them goes ahead of the late backlog and makes it; the burst's own
-    requests fare about the same either way (the first 25 to 28 make it).
-    """
-    clock = FakeClock()
-    runs = {"fcfs": _burst_ttfts(_stall_bounded(clock, 30.0, 0), clock),
-            "deadline": _burst_ttfts(_deadline(clock, slo_ms=300.0, margin_ms=50.0), clock)}
-    met = {name: {part: sum(t <= 0.3 for rid, t in ttft.items()
-                            if rid.startswith("burst-") == (part == "burst"))
-                  for part in ("burst", "after")} for name, ttft in runs.items()}
-    assert len(runs["fcfs"]) == len(runs["deadline"]) == 80 + 200
-    assert met["deadline"]["after"] == 200, met
-    assert met["fcfs"]["after"] <= 160, met  # 148 on vLLM 0.26.0
-    # The margin makes D stop favouring burst requests 50 ms early: 25 vs 28 make it.
-    assert abs(met["deadline"]["burst"] - met["fcfs"]["burst"]) <= 5, met
-    assert max(runs["deadline"].values()) < 10.0  # the late ones were served, within the bound
-
-
-def test_deadline_strategy_admits_the_on_time_request_first_and_counts_both():
-    clock = FakeClock()
-    sched = make_scheduler(_deadline(clock), SimConfig(max_num_seqs=1, max_num_batched_tokens=2048,
-                                                        num_blocks=5000))
-    clock.now = 100.0
-    late, fresh = make_request(64, 2, arrival_time=99.0), make_request(96, 2, arrival_time=99.9)
-    order = _admission_order(sched, [late, fresh])
-    assert order == [96, 64] and sched.policy_stats["admitted_on_time"] == 1
-    assert sched.policy_stats["admitted_late"] == 1
-
-
-def test_deadline_settings_come_from_additional_config_and_are_checked():
-    given = {"ttft_slo_ms": 800, "ttft_margin_ms": 150}
-    settings = make_scheduler(ms.DeadlineAwareScheduler,
-                              SimConfig(additional_config=given)).stats_dict()["policy_settings"]
-    assert settings["ttft_slo_ms"] == 800.0 and settings["ttft_margin_ms"] == 150.0
-    assert settings["max_late_wait_s"] == ms.DEFAULT_MAX_LATE_WAIT_S
-    assert settings["max_decode_stall_ms"] == ms.DEFAULT_MAX_DECODE_STALL_MS  # C's guard is on
-    with pytest.raises(ValueError, match="ttft_margin_ms"):
-        make_scheduler(ms.DeadlineAwareScheduler, SimConfig(additional_config={**given, "ttft_margin_ms": 900}))
-    with pytest.raises(ValueError, match="fcfs"):
-        make_scheduler(ms.DeadlineAwareScheduler, SimConfig(policy="priority"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Strategy E: prefill-first paced by the mean-TPOT target
-# ---------------------------------------------------------------------------------------------
-def _paced(clock: FakeClock, tpot_ms: float, margin_ms: float) -> type:
-    return type("TestPaced", (ms.TpotPacedPrefillFirstScheduler,),
-                {"clock": staticmethod(clock), "tpot_slo_ms": tpot_ms, "tpot_margin_ms": margin_ms})
-
-
-def _decoder_mean_tpots_ms(traces, step_ms: float) -> list[float]:
-    """Mean TPOT of the 4 requests that start decoding before the burst, in simulated time: a
-    request gets a token in each step that schedules it (its one-chunk prefill included)."""
-    decoders = list(traces[0].scheduled)
-    tpots = []
-    for rid in decoders:
-        token_steps = [i for i, t in enumerate(traces) if rid in t.scheduled]
-        tpots.append((token_steps[-1] - token_steps[0]) * step_ms / (len(token_steps) - 1))
-    return tpots
-
-
-def test_paced_strategy_spends_only_the_tpot_slack_on_the_burst():
-    """Steps of 10 ms; the 4 decoders (60 tokens) have 59 gaps. A stalls them 12 steps for the
-    burst (one-token requests, which have no TPOT): mean TPOT 10 + 120 / 59 = 12.0 ms. With a
-    target of 11.5 ms (margin 0.5: 59 ms of slack, about 5 steps), E stalls them for as long as
-    that allows, then serves them every step: every decoder ends under 11.5 ms, and the burst
-    is still done."""
-    longest_a, traces_a, _, _ = _burst_run(ms.StepExclusivePrefillFirstScheduler, burst_tokens=1)
-    clock = FakeClock()
-    longest_e, traces_e, _, sched = _burst_run(_paced(clock, 11.5, 0.5), clock, 10.0, burst_tokens=1)
-    assert min(_decoder_mean_tpots_ms(traces_a, 10.0)) > 11.5
-    assert max(_decoder_mean_tpots_ms(traces_e, 10.0)) <= 11.5
-    assert 3 <= longest_e <= 5 < longest_a
-    assert sched.policy_stats["pace_guard_steps"] > 0
-    assert sched.policy_stats["fallback_steps"] == 0
-
-
-def test_paced_strategy_is_strategy_a_while_the_slack_lasts():
-    """With the study's target (50 ms, margin 10) and 10 ms steps the decoders have seconds of
-    slack, so the burst runs exactly as under Strategy A: same steps, no guard step."""
-    _, traces_a, _, _ = _burst_run(ms.StepExclusivePrefillFirstScheduler)
-    clock = FakeClock()
-    _, traces_e, _, sched = _burst_run(_paced(clock, 50.0, 10.0), clock, 10.0)
-    assert [sorted(t.scheduled.values()) for t in traces_e] == [sorted(t.scheduled.values()) for t in traces_a]
-    assert sched.policy_stats["pace_guard_steps"] == 0
-
-
-def test_paced_settings_come_from_additional_config_and_are_checked():
-    given = {"tpot_slo_ms": 80, "tpot_margin_ms": 20}
-    settings = make_scheduler(ms.TpotPacedPrefillFirstScheduler,
-                              SimConfig(additional_config=given)).stats_dict()["policy_settings"]
-    assert settings == {"tpot_slo_ms": 80.0, "tpot_margin_ms": 20.0}
-    with pytest.raises(ValueError, match="tpot_margin_ms"):
-        make_scheduler(ms.TpotPacedPrefillFirstScheduler,
-                       SimConfig(additional_config={**given, "tpot_margin_ms": 80}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,6 +264,61 @@ def test_sjf_aging_rate_comes_from_additional_config():
 # ---------------------------------------------------------------------------------------------
 # Strategy F: SJF among the requests still on time, late ones last
 # ---------------------------------------------------------------------------------------------
+class FakeClock:
+    """The time the policy reads; the test advances it by a simulated step time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _burst_ttfts(cls: type, clock: FakeClock, step_s: float = 0.01) -> dict[str, float]:
+    """A burst of 80 one-chunk prompts at t = 0, then one prompt every 2 steps for 200 steps.
+
+    Budget 256 and prompts of 256 tokens: one prompt a step, so the burst alone keeps the queue
+    80 steps (0.8 s) long, and the arrivals after it (half the capacity) find a backlog for
+    about 160 steps. Returns each request's TTFT: from arrival to the end of the step that
+    finished its prompt; the burst's requests have ids in ``burst``.
+    """
+    sched = make_scheduler(cls, SimConfig(max_num_seqs=256, max_num_batched_tokens=256,
+                                          num_blocks=20_000))
+    clock.now = 0.0
+    arrival: dict[str, float] = {}
+    ttft: dict[str, float] = {}
+    for i in range(1000):
+        batch = [make_request(256, 4, request_id=f"burst-{k}") for k in range(80)] if i == 0 else (
+            [make_request(256, 4)] if i % 2 == 0 and i <= 400 else [])
+        for req in batch:
+            req.arrival_time = clock.now
+            arrival[req.request_id] = clock.now
+            sched.add_request(req)
+        if i > 400 and not sched.has_unfinished_requests():
+            break
+        trace = step(sched)
+        clock.now += step_s
+        for rid in trace.prefill_ids:
+            request = sched.requests.get(rid)
+            if request is None or request.num_computed_tokens >= request.num_prompt_tokens:
+                ttft.setdefault(rid, clock.now - arrival[rid])
+    assert not sched.has_unfinished_requests()
+    assert set(ttft) == set(arrival)  # every request was served: nothing dropped
+    return ttft
+
+
+def test_on_time_sjf_keeps_the_seq_cap_and_never_livelocks():
+    """Its queue takes preempted requests back (``prepend_request``) without losing any."""
+    sched = make_scheduler(ms.OnTimeSJFScheduler, SimConfig(max_num_seqs=4, max_num_batched_tokens=512,
+                                                            num_blocks=5000))
+    traces = run_until_done(sched, arrivals(10, 3, 40, 20))
+    assert not sched.has_unfinished_requests()
+    assert max(t.num_running_after for t in traces) <= 4
+    sched, done, ids = _overloaded_kv_run(ms.OnTimeSJFScheduler)
+    assert done == ids and not sched.has_unfinished_requests()
+    assert sched.stats_dict()["queues"]["preemptions"] > 0
+
+
 def test_on_time_sjf_queue_puts_late_requests_last_shortest_first_within_each():
     """Budget 0.4 s. At t = 1.0 the prompts that arrived at 0.8 and 0.9 are on time (shortest
     first), those of 0.0 and 0.5 are late (shortest first) and go after them, whatever their
@@ -554,7 +371,7 @@ def test_on_time_sjf_admits_the_on_time_request_before_a_shorter_late_one_and_co
 
 
 def test_on_time_sjf_meets_more_ttft_deadlines_after_a_burst_than_sjf():
-    """The burst of the D test (80 prompts at once, then one every 2 steps; all one length, so
+    """``_burst_ttfts``' load (80 prompts at once, then one every 2 steps; all one length, so
     SJF is FCFS here), TTFT target 0.3 s: SJF serves the backlog first and the later arrivals
     wait behind it; F serves every later arrival on time and the burst's late ones after."""
     clock = FakeClock()
@@ -627,7 +444,7 @@ def test_strategy_names_resolve_and_typos_fail_early():
     assert ms.resolve_strategy("default") == ""
     assert ms.resolve_strategy("prefill-first") == "my_scheduler.StepExclusivePrefillFirstScheduler"
     assert ms.resolve_strategy("my_scheduler.SJFScheduler") == "my_scheduler.SJFScheduler"
-    assert ms.resolve_strategy("stall-bounded") == "my_scheduler.StallBoundedPrefillFirstScheduler"
+    assert ms.resolve_strategy("sjf-ontime") == "my_scheduler.OnTimeSJFScheduler"
     with pytest.raises(ValueError, match="unknown scheduler 'slo'"):  # the SLO study's name, not C's
         ms.resolve_strategy("slo")
     with pytest.raises(ValueError, match="unknown scheduler 'my_scheduler.SJF'"):
@@ -636,12 +453,43 @@ def test_strategy_names_resolve_and_typos_fail_early():
         ms.resolve_strategy("my_scheduler.ShortestJobFirstQueue")
 
 
+@pytest.mark.parametrize("name, letter", [("stall-bounded", "C"), ("deadline", "D"), ("paced", "E")])
+def test_a_retired_strategy_is_refused_by_name(name, letter):
+    """C, D and E were retired with their code: no sweep or harness may start them, and the
+    error says so rather than only that the name is unknown."""
+    assert name in ms.RETIRED and name not in ms.STRATEGIES
+    with pytest.raises(ValueError, match=rf"unknown scheduler '{name}' \(Strategy {letter}: .*\(retired\)\)"):
+        ms.strategy(name)
+    with pytest.raises(ValueError, match="choose one of: default, prefill-first, sjf, sjf-ontime, kv-recorder"):
+        ms.resolve_strategy(name)
+
+
+def test_results_of_retired_strategies_keep_their_labels():
+    """Committed results still carry C, D and E's names, C's former name ``slo`` and stall-bound
+    tags: the tables and the report label them from ``RETIRED``, in letter order with the rest."""
+    from harness.results import STRATEGY_LABELS, current_name, strategy_label
+
+    c = "Strategy C: stall-bounded prefill-first (retired)"
+    assert strategy_label("stall-bounded") == strategy_label("slo") == c
+    assert strategy_label("stall-bounded-15ms") == strategy_label("slo-15ms") == f"{c} (stall bound 15 ms)"
+    assert current_name("slo-15ms") == "stall-bounded-15ms"
+    assert strategy_label("deadline") == "Strategy D: deadline-aware (retired)"
+    assert strategy_label("paced") == "Strategy E: TPOT-paced prefill-first (retired)"
+    assert strategy_label("sjf-ontime") == ms.STRATEGIES["sjf-ontime"].label
+    assert list(STRATEGY_LABELS) == ["default", "prefill-first", "sjf", "stall-bounded", "deadline", "paced",
+                                     "sjf-ontime", "kv-recorder"]
+
+
 def test_the_registry_orders_strategies_by_letter_and_checks_their_settings():
     lettered = [s.letter for s in ms.STRATEGIES.values() if s.letter]
-    assert lettered == ["A", "B1", "C", "D", "E", "F"]
+    assert lettered == ["A", "B1", "F"]
     assert ms.strategy("my_scheduler.SJFScheduler").name == "sjf"
-    assert ms.check_settings("paced", {"tpot_slo_ms": 60}) == {"tpot_slo_ms": 60.0}
-    with pytest.raises(ValueError, match="takes no setting 'tpot_slo_ms'"):
-        ms.check_settings("deadline", {"tpot_slo_ms": 60})
+    assert ms.check_settings("sjf-ontime", {"ttft_slo_ms": 800}) == {"ttft_slo_ms": 800.0}
+    with pytest.raises(ValueError, match="takes no setting 'ttft_slo_ms'"):
+        ms.check_settings("sjf", {"ttft_slo_ms": 800})
     with pytest.raises(ValueError, match="must be a number >= 0"):
-        ms.check_settings("stall-bounded", {"max_decode_stall_ms": -1})
+        ms.check_settings("sjf", {"aging_tokens_per_s": -1})
+    with pytest.raises(ValueError, match="takes no setting 'max_decode_stall_ms'"):  # C's, retired with it
+        ms.check_settings("prefill-first", {"max_decode_stall_ms": 15})
+    with pytest.raises(ValueError, match="unknown strategy setting 'tpot_slo_ms'"):  # E's, retired with it
+        ms.check_setting("tpot_slo_ms", 50)

@@ -38,12 +38,19 @@ def test_an_unknown_sitting_is_refused_with_the_list():
     assert "unknown sitting 'no-such-sitting'" in result.stderr and "task2-16-low" in result.stderr
 
 
-def test_the_heavy_sitting_compares_the_default_and_f_on_the_bursty_skewed_load():
+def test_the_heavy_sittings_resume_and_bracket_each_strategy_s_knee():
+    """task3-heavy is committed, so its dry run has nothing left to run; task3-heavy-knee runs each
+    strategy around its own knee into a folder of its own, F's 60 req/s again beside the default's."""
+    assert (ROOT / "results" / "task3_api-4_heavy" / "sjf-ontime_heavy-burst0.5_rate-76_run-3.json").is_file()
     done = dry_run("task3-heavy")
     assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout + done.stderr
+    assert "would run (" not in done.stdout + done.stderr
+    knee = dry_run("task3-heavy-knee")
+    assert knee.returncode == 0, knee.stderr[-2000:]
+    out = knee.stdout + knee.stderr
     assert out.count("would start") == 2 and "--scheduler-cls my_scheduler.OnTimeSJFScheduler" in out
-    for strategy in ("default", "sjf-ontime"):
-        for rate in (60, 68, 76):
+    for strategy, rates in (("default", (48, 54, 60)), ("sjf-ontime", (60, 66, 72))):
+        for rate in rates:
             assert f"would run ({strategy}_heavy-burst0.5_rate-{rate}_run-3.json)" in out
+    assert "would run (default_heavy-burst0.5_rate-66" not in out and "task3_api-4_heavy-knee/" in out
     assert "--dataset-name custom" in out and "--burstiness 0.5" in out

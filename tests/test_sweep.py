@@ -34,7 +34,6 @@ def wrapper(script: str, *args: str) -> subprocess.CompletedProcess:
     (["task2", "--api-servers", "two"], "'two' is not a positive integer"),
     (["task3", "--workloads", "fixed bursty"], "unknown workload 'bursty'"),
     (["slo", "--slo", "ttft=500"], "is not like 'ttft:500 tpot:50'"),
-    (["slo", "--strategies", "stall-bounded@soon"], "the stall bound after @ must be a number"),
     (["task2", "--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_flags_stop_with_a_usage_error(argv, message, capsys):
@@ -45,8 +44,9 @@ def test_bad_flags_stop_with_a_usage_error(argv, message, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["task3", "--strategies", "default slo"], "unknown scheduler 'slo'"),  # C's former name
-    (["slo", "--strategies", "paced@15"], "strategy paced has no stall bound"),
-    (["task3", "--strategy-setting", "tpot_slo_ms=60"], "no strategy of this sweep takes the setting(s) tpot_slo_ms"),
+    (["slo", "--strategies", "default paced"], "unknown scheduler 'paced' (Strategy E"),  # retired
+    (["slo", "--strategies", "sjf-ontime@15"], "unknown scheduler 'sjf-ontime@15'"),  # no stall bound any more
+    (["task3", "--strategy-setting", "ttft_slo_ms=600"], "no strategy of this sweep takes the setting(s) ttft_slo_ms"),
     (["task3", "--strategies", "sjf", "--strategy-setting", "aging_tokens_per_s=-5"], "must be a number >= 0"),
     (["task3", "--strategies", "sjf", "--strategy-setting", "aging_tokens_per_s"], "expected KEY=NUMBER"),
 ])
@@ -100,16 +100,15 @@ def test_near_saturation_and_stress_rates_come_from_done_capacity_runs(tmp_path)
     assert "--random-range-ratio '{\"input\": 0.9, \"output\": 0.0}'" in done.stdout
 
 
-def test_slo_study_gives_each_strategy_its_own_settings(tmp_path):
-    """NAME@MS is Strategy C's stall bound; the SLO's TTFT target goes to D, its TPOT target to E,
-    each through --additional-config."""
+def test_slo_study_gives_its_ttft_target_only_to_the_strategy_that_aims_at_it(tmp_path):
+    """The SLO goes to every client's --goodput; its TTFT target reaches Strategy F (ttft_slo_ms)
+    through --additional-config, and no other strategy's server."""
     done = wrapper("slo_study.sh", "--dry-run", "--model", TINY, "--runs", "1", "--rates", "32",
-                   "--strategies", "stall-bounded@15 deadline paced", "--slo", "ttft:800 tpot:60",
+                   "--strategies", "default sjf sjf-ontime", "--slo", "ttft:800 tpot:60",
                    "--out-dir", str(tmp_path / "slo"))
     assert done.returncode == 0, done.stderr[-2000:]
     starts = dict(re.findall(r"would start: .*?--scheduler-cls (\S+) --additional-config '([^']*)'", done.stdout))
-    assert starts == {"my_scheduler.StallBoundedPrefillFirstScheduler": '{"max_decode_stall_ms": 15.0}',
-                      "my_scheduler.DeadlineAwareScheduler": '{"ttft_slo_ms": 800.0}',
-                      "my_scheduler.TpotPacedPrefillFirstScheduler": '{"tpot_slo_ms": 60.0}'}
-    assert done.stdout.count("would start") == 3 and "--goodput ttft:800 tpot:60" in done.stdout
-    assert "(stall-bounded-15ms_fixed_rate-32_run-1.json)" in done.stdout
+    assert starts == {"my_scheduler.OnTimeSJFScheduler": '{"ttft_slo_ms": 800.0}'}
+    assert done.stdout.count("would start") == 3 and done.stdout.count("--additional-config") == 1
+    assert "--goodput ttft:800 tpot:60" in done.stdout
+    assert "(sjf-ontime_fixed_rate-32_run-1.json)" in done.stdout
