@@ -87,6 +87,8 @@ task2-inf-high    | 16 | Task 2, budgets 2048 (anchor), 4096, 8192 at rate inf
 task3-sjf-varlen  | 11 | Task 3 default and SJF at $STRESS req/s on varlen (done)
 task3-heavy       | 19 | default and Strategy F on the heavy-tailed load, burstiness 0.5, at $HEAVY_RATES req/s: SLO capacity (done)
 task3-heavy-knee  | 24 | the same load, each strategy around its own knee: default at $KNEE_DEFAULT_RATES, F at $KNEE_F_RATES req/s
+heavy-calib       |  6 | vLLM's policy logging its steps (kv-recorder) on that load at 60 and 76 req/s, 1 run each: the
+                  |    | simulator's check of the default's steps there (its replay ran 10-12% fast); fits beside another
 task3-rate8-a     | 21 | Task 3 default and A at the handout's 8 req/s, fixed load
 task3-rate8-sjf   | 21 | Task 3 default and SJF at the handout's 8 req/s, fixed load
 task2-16-low      | 22 | Task 2, budgets 512, 1024, 2048 (anchor) at the handout's 16 req/s
@@ -124,6 +126,8 @@ run_sitting() {
     task3-heavy-knee)
       task3 default "task3_api-${API}_${1#task3-}" --workloads heavy --burstiness 0.5 --stress-rate "$KNEE_DEFAULT_RATES"
       task3 sjf-ontime "task3_api-${API}_${1#task3-}" --workloads heavy --burstiness 0.5 --stress-rate "$KNEE_F_RATES" ;;
+    heavy-calib)  # outside results/task3*: calibration, not a Task 3 comparison
+      task3 kv-recorder "calib_api-${API}_heavy" --workloads heavy --burstiness 0.5 --stress-rate "60 76" --runs 1 ;;
     task3-rate8-a | task3-rate8-sjf)
       other=sjf
       [ "$1" = task3-rate8-a ] && other=prefill-first
