@@ -768,8 +768,10 @@ def beside_another_server(run: Run) -> bool:
 
 def slo_section(res: Results) -> list[Block]:
     blocks = [heading("6 Beyond the handout: SLO attainment and goodput"), para(SLO_MOTIVATION)]
+    blocks += gpu_capacity_section(res)  # the measurement first, then the studies that lagged, then the plan
     if not res.folders("slo"):
-        return blocks + [no_results("SLO-study", "slo/", "bash slo_study.sh")]
+        return blocks + [no_results("SLO-study", "slo/", "bash slo_study.sh")] + screen_section(res)
+    blocks.append(heading("Earlier SLO studies, one API server (the front end lagged)", 3))
     for name in res.folders("slo"):
         runs, rows = res.serving[name], res.folder_rows(name)
         cfg = runs[0].config
@@ -779,7 +781,7 @@ def slo_section(res: Results) -> list[Block]:
             med.insert(med.columns.get_loc("attainment") + 1, "attainment range", [
                 span_text(rows.loc[(rows["strategy"] == s) & (rows["rate"] == r), "attainment"] * 100, 1) + "%"
                 for s, r in zip(med["strategy"], med["rate"])])
-        blocks += [heading(SLO_TITLES.get(name, name), 3),
+        blocks += [heading(SLO_TITLES.get(name, name), 4),
                    para(f"SLO `{cfg.get('goodput') or 'ttft:500 tpot:50'}` (TTFT and mean TPOT per "
                         f"request, ms); server flags `{cfg.get('server_args', '').strip()}`; bench "
                         f"flags `{cfg.get('bench_args')}`; median over runs. "
@@ -791,7 +793,7 @@ def slo_section(res: Results) -> list[Block]:
                    image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate")]
         if rows["lagged"].any():
             blocks.append(para(lag_sentence(rows, "this study")))
-    return blocks + gpu_capacity_section(res) + screen_section(res)
+    return blocks + screen_section(res)
 
 
 SCREEN = "replay_screen_api-4"  # simulated replays of issue #16's grid: a plan for GPU runs, not a result
@@ -1038,7 +1040,7 @@ def gpu_capacity_section(res: Results) -> list[Block]:
             facts.append("The simulator's screen predicted, for the same load and the lab's pair: "
                          + "; ".join(f"{strategy_label(p['strategy'])} {p['text']} req/s" for p in predicted.to_dict("records"))
                          + ". Section 6b sets the replays of these points beside these runs.")
-        blocks += [heading(f"GPU SLO capacity: {', '.join(workloads)} ({folder})", 3),
+        blocks += [heading(f"GPU SLO capacity: {', '.join(workloads)} ({folder})", 4),
                    para(f"{len(runs)} runs, {point['runs'].min()}-{point['runs'].max()} per point, "
                         f"{sitting_text(rows['sitting'])}; the same two SLO pairs as the screen below; capacity "
                         "and intervals as there, but each strategy's runs resampled on their own (GPU runs of two "
