@@ -1061,9 +1061,10 @@ REPLAY_GOAL = {"P50": 0.10, "P99": 0.20, "Throughput": 0.05}  # issue #17's targ
 
 
 def replay_validation(res: Results) -> pd.DataFrame:
-    """One row per replayed point and metric: the simulated value (``replay_<name>``) against the
-    GPU runs of the same strategy, workload and rate in ``task2_<name>`` / ``task3_<name>`` (one
-    client, front end kept up): their median, range and values; relative error to the median."""
+    """One row per replayed point and metric: the replays' median and range (``replay_<name>``, one
+    per residual seed) against the GPU runs of the same strategy, workload and rate in
+    ``task2_<name>`` / ``task3_<name>`` (one client, front end kept up): their median, range and
+    values; relative error of the medians."""
     out = []
     for name in res.folders("replay"):
         suffix = name.split("_", 1)[1]
@@ -1072,12 +1073,14 @@ def replay_validation(res: Results) -> pd.DataFrame:
             continue
         real = pd.concat(real)
         real = kept_up(real[real["clients"] == 1])
-        both = res.folder_rows(name).merge(real, on=["strategy", "workload", "rate"], suffixes=(" sim", ""))
-        keys = ["folder", "strategy", "workload", "rate"]
-        for (folder, strategy, workload, rate), g in both.groupby(keys, sort=False):
-            out += [{"folder": folder, "strategy": strategy, "workload": workload, "rate": rate, "metric": c,
-                     "real": g[c].median(), "low": g[c].min(), "high": g[c].max(), "runs": len(g),
-                     "values": tuple(g[c]), "sim": g[f"{c} sim"].iloc[0]} for c in REPLAY_METRICS]
+        keys = ["strategy", "workload", "rate"]
+        for (strategy, workload, rate), sim in res.folder_rows(name).groupby(keys, sort=False):
+            match = real[(real["strategy"] == strategy) & (real["workload"] == workload) & (real["rate"] == rate)]
+            for folder, g in match.groupby("folder", sort=False):
+                out += [{"folder": folder, "strategy": strategy, "workload": workload, "rate": rate, "metric": c,
+                         "real": g[c].median(), "low": g[c].min(), "high": g[c].max(), "runs": len(g),
+                         "values": tuple(g[c]), "sim": sim[c].median(), "sim low": sim[c].min(),
+                         "sim high": sim[c].max(), "replays": len(sim)} for c in REPLAY_METRICS]
     v = pd.DataFrame(out)
     if not v.empty:
         v["error"] = v["sim"] / v["real"] - 1
@@ -1115,6 +1118,18 @@ def ranking_fact(rank: pd.DataFrame) -> str:
                      f"and the simulator orders {int(sep['same'].sum())} of those the same way; on the medians "
                      f"of all {len(r)}, {int(r['same'].sum())} agree")
     return "Ranking against the default. " + "; ".join(parts) + "."
+
+
+def residual_spread_fact(v: pd.DataFrame) -> str:
+    """How far the replays of one point spread (step-time residuals only) against how far the GPU
+    runs of that point spread: noise in step times alone, or something the replay leaves out."""
+    both = v[(v["replays"] > 1) & (v["runs"] >= 3)].assign(sim_x=lambda f: f["sim high"] / f["sim low"],
+                                                            gpu_x=lambda f: f["high"] / f["low"])
+    per = both.groupby("metric", sort=False)[["sim_x", "gpu_x"]].max()
+    text = "; ".join(f"{unit_less(m)} {r['sim_x']:.2f}x against {r['gpu_x']:.2f}x" for m, r in per.iterrows())
+    return ("Largest spread of one point (highest / lowest), replays (residual seeds only) against GPU runs (3 or "
+            f"more): {text}. Where the GPU's spread is the larger, the step times' noise as fitted does not "
+            "explain it: what differs between runs of one seed (host timing, the front end, slow steps) does.")
 
 
 def throughput_miss_fact(v: pd.DataFrame, folders: list[str]) -> str | None:
@@ -1246,13 +1261,16 @@ def replay_section(res: Results) -> list[Block]:
     ]
     if held_out := budget_replay_fact(res):
         facts.insert(-1, held_out)
+    if (v["replays"] > 1).any():
+        facts.insert(-1, residual_spread_fact(v))
     if missed := throughput_miss_fact(v, capacity_folders(res)):
         facts.insert(-1, missed)
     return blocks + [
-        para("Each point replayed once by `harness/sched_sim.py replay` (the real scheduler class, "
-             "vLLM bench's arrivals and lengths for seed 42, 1000 prompts) against the GPU runs of the "
-             "same load. Cells: simulated / GPU median (relative error); * where the simulated value "
-             "lies outside the GPU runs' range."),
+        para(f"Each point replayed {span_text(v['replays'], 0)} times by `harness/sched_sim.py replay` (the real "
+             "scheduler class, vLLM bench's arrivals and lengths for seed 42, 1000 prompts; the replays differ "
+             "only in the step-time residuals drawn) against the GPU runs of the same load. Cells: median of "
+             "the replays / GPU median (relative error); * where the replays' median lies outside the GPU "
+             "runs' range."),
         table(wide), bullets(facts)]
 
 
