@@ -166,7 +166,7 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     proc = subprocess.run(
         ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "varlen",
          "--strategies", "default prefill-first sjf",
-         "--stress-rate", "inf", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
+         "--stress-rate", "inf", "--num-prompts", "12", "--input-len", "200", "--output-len", "48",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
          "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=1200)
@@ -192,7 +192,9 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
         """Prompt length against TTFT for the requests that waited in the queue: all but the two
         admitted first (with 2 sequence slots, the first two to get a token). Those two were
         admitted as they reached the engine, before a queue formed; which two that is depends on
-        the API server's timing, not on the client's start order (all 12 start within 2 ms)."""
+        the API server's timing, not on the client's start order (all 12 start within 2 ms). Their
+        48 output tokens hold both slots long enough for the other ten to reach the waiting queue
+        even on a busy CPU (with 4, a slow API server let some arrive after a slot freed)."""
         detail = read_detail(out_dir / f"{strategy}_varlen-0.9_rate-inf_run-1.json")
         first_token = [detail["start_times"][i] + detail["ttfts"][i] for i in range(12)]
         queued = sorted(range(12), key=lambda i: first_token[i])[2:]
