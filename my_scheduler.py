@@ -685,10 +685,10 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
 # load, E's replays were identical to A's, and D (1.02-1.12x) was beaten by F (1.10-1.22x) on
 # every load. A tag ``NAME-MSms`` (``stall-bounded-15ms``: the SLO study once took ``NAME@MS``)
 # ran C or D with that stall bound.
-RETIRED: dict[str, str] = {
-    "stall-bounded": "Strategy C: stall-bounded prefill-first (retired)",
-    "deadline": "Strategy D: deadline-aware (retired)",
-    "paced": "Strategy E: TPOT-paced prefill-first (retired)",
+RETIRED: dict[str, tuple[str, str]] = {  # name -> (letter, label)
+    "stall-bounded": ("C", "Strategy C: stall-bounded prefill-first (retired)"),
+    "deadline": ("D", "Strategy D: deadline-aware (retired)"),
+    "paced": ("E", "Strategy E: TPOT-paced prefill-first (retired)"),
 }
 # Names that committed results use for a strategy since renamed: readers of results/ map them;
 # no sweep or harness accepts them. "slo" was Strategy C (results/slo_1gpu, results/slo_pilot).
@@ -704,7 +704,7 @@ def strategy(name: str) -> Strategy:
     for entry in STRATEGIES.values():
         if name in (entry.name, entry.scheduler_cls or entry.name):
             return entry
-    retired = f" ({RETIRED[name]})" if name in RETIRED else ""
+    retired = f" ({RETIRED[name][1]})" if name in RETIRED else ""
     raise ValueError(f"unknown scheduler {name!r}{retired}; choose one of: "
                      + ", ".join(list(STRATEGIES) + [e.scheduler_cls for e in STRATEGIES.values() if e.cls]))
 

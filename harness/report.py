@@ -984,9 +984,10 @@ def attainment_ratio_text(att: pd.DataFrame, strategy: str, rate: float, draws: 
                                     "rate; the capacity ratio is the fair one" if base.mean() < 0.9 else ""))
 
 
-def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame) -> str:
+def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | None = None) -> str:
     """One strategy's capacity against the default's under one SLO pair, with intervals, whether it
-    meets issue #16's bar, and the attainment ratio at the lowest rate both ran."""
+    meets issue #16's bar, and, given the runs' attainment ``att``, the attainment ratio at the
+    lowest rate both ran."""
     base = caps[(caps["slo"] == r["slo"]) & (caps["workload"] == r["workload"]) & (caps["strategy"] == "default")]
     head = (f"{strategy_label(r['strategy'])}, SLO `{r['slo']}`: capacity {r['text']} req/s (95% interval "
             f"{r['95% interval']}) against the default's {base['text'].iloc[0]} req/s")
@@ -999,6 +1000,8 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame) -> s
                     "reaches issue #16's bar (1.2x, interval above 1.0) is open until its grid goes lower)"
                     if r["bound"] and not met else
                     f"), {'meeting' if met else 'short of'} issue #16's bar (1.2x, interval above 1.0)"))
+    if att is None:
+        return head + "."
     mine = att[(att["slo"] == r["slo"]) & (att["workload"] == r["workload"])]
     shared = sorted(set(mine.loc[mine["strategy"] == r["strategy"], "rate"])
                     & set(mine.loc[mine["strategy"] == "default", "rate"]))
@@ -1304,8 +1307,8 @@ def summary_section(res: Results) -> list[Block]:
                          f"default (strategy / default, medians) on {'; '.join(found)}; nothing else separated.")
     for folder in capacity_folders(res):
         caps = capacity_table(attainment_rows(res.serving[folder], SCREEN_SLOS[:1]), paired=False)
-        items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps, pd.DataFrame(
-            columns=["slo", "workload", "strategy", "rate"])) for r in caps[caps["strategy"] != "default"].to_dict("records")]
+        items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps)
+                  for r in caps[caps["strategy"] != "default"].to_dict("records")]
     lift = lift_rows(res)
     several = several_api_servers(lift) if not lift.empty else lift
     if not several.empty:

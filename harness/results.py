@@ -48,9 +48,8 @@ VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback s
 def _labels_in_letter_order() -> dict[str, str]:
     """The registry's labels and the retired strategies' (their committed results still need
     one): vLLM's default first, then by handout letter (A, B1, C, ..., F), then the rest."""
-    letters = {name: entry.letter for name, entry in STRATEGIES.items()}
-    letters |= {name: re.match(r"Strategy (\w+):", label).group(1) for name, label in RETIRED.items()}
-    labels = {**{name: entry.label for name, entry in STRATEGIES.items()}, **RETIRED}
+    letters = {name: entry.letter for name, entry in STRATEGIES.items()} | {n: r[0] for n, r in RETIRED.items()}
+    labels = {name: entry.label for name, entry in STRATEGIES.items()} | {n: r[1] for n, r in RETIRED.items()}
     group = {name: 0 if i == 0 else 1 if letters[name] else 2 for i, name in enumerate(labels)}
     return dict(sorted(labels.items(), key=lambda item: (group[item[0]], letters[item[0]])))
 
