@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the CPU test suite. The first run builds two virtual environments: .venv with
 # requirements.txt (about 4 min, 8 GB) and .venv-cpu-serve, a CPU build of vLLM 0.26.0 that the
-# end-to-end tests start real servers from (setup_cpu_server.sh; about 3 min, 6 GB). The second is
+# end-to-end tests start real servers from (setup_cpu_server.sh; it shares .venv's packages and
+# adds about 1 GB). The second is
 # built only when the e2e tests will run: `-m "not e2e"` (or any -m expression that leaves out the
 # e2e marker) skips it.
 # Extra arguments go to pytest, e.g. `bash run_tests.sh -k sjf` or `bash run_tests.sh -m "not e2e"`.
@@ -26,8 +27,8 @@ setup_venv() {
     echo "[run_tests] creating $VENV"
     step python3 -m venv "$VENV"
   fi
-  echo "[run_tests] installing requirements.txt into $VENV"
-  step "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+  echo "[run_tests] installing requirements.txt into $VENV ($(df -h --output=avail . | tail -1 | tr -d ' ') free on disk)"
+  step "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir -r requirements.txt
 }
 
 e2e_selected() {
@@ -66,7 +67,7 @@ PY
 setup_cpu_server() {
   if e2e_selected "$@"; then
     echo "[run_tests] e2e tests selected: building .venv-cpu-serve if needed"
-    step bash setup_cpu_server.sh
+    LAB3_CPU_SERVE_BASE="${LAB3_CPU_SERVE_BASE-$VENV}" step bash setup_cpu_server.sh
   else
     echo "[run_tests] e2e tests deselected: not building .venv-cpu-serve"
   fi

