@@ -683,16 +683,12 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
 # the simulated SLO capacity screen (405 replays, results/replay_screen_api-4/, where their
 # replays stay as the evidence) C and E reached at most 0.98x the default's SLO capacity on every
 # load, E's replays were identical to A's, and D (1.02-1.12x) was beaten by F (1.10-1.22x) on
-# every load. A tag ``NAME-MSms`` (``stall-bounded-15ms``: the SLO study once took ``NAME@MS``)
-# ran C or D with that stall bound.
+# every load.
 RETIRED: dict[str, tuple[str, str]] = {  # name -> (letter, label)
     "stall-bounded": ("C", "Strategy C: stall-bounded prefill-first (retired)"),
     "deadline": ("D", "Strategy D: deadline-aware (retired)"),
     "paced": ("E", "Strategy E: TPOT-paced prefill-first (retired)"),
 }
-# Names that committed results use for a strategy since renamed: readers of results/ map them;
-# no sweep or harness accepts them. "slo" was Strategy C (results/slo_1gpu, results/slo_pilot).
-FORMER_NAMES = {"slo": "stall-bounded"}
 
 
 def strategy(name: str) -> Strategy:

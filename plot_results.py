@@ -179,12 +179,10 @@ def write_figures(res: Results) -> None:
     figures = res.folder / "figures"
     if res.folders("task2"):
         plot_task2(res.rows("task2"), figures)
-    sweeps = capacity_folders(res)  # read as SLO capacity, not point by point
+    sweeps = res.folders("slo") + capacity_folders(res)  # read as SLO sweeps, not point by point
     for name in (f for f in res.folders("task3") if f not in sweeps):
         for workload, rate in res.points(name):
             plot_cdfs(res.serving[name], workload, rate, figures)
-    for name in res.folders("slo"):
-        plot_slo(res.folder_rows(name), figures, name)
     for name in sweeps:
         plot_slo(res.folder_rows(name), figures, name)
         plot_pareto(res.folder_rows(name), figures, name)

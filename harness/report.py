@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import pandas as pd
 from harness import step_model
 from harness.document import Block, bullets, heading, image, para, render_markdown, render_pdf, table
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, METRICS,
-                             MIB, SLO_TITLES, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
+                             MIB, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
                              meta_field, point_table, provenance_line, shown, sitting_text, sort_key, span_text,
                              strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 
@@ -44,11 +45,6 @@ WITHDRAWN = {  # the committed folders -> the earlier claims that rested on thei
     ("task3",): "Task 3: Strategy A's TTFT gain and ITL cost at rate 40, SJF's trade-off on the "
              "variable-length load, and SJF beating the default on the fixed-length load (where "
              "every prompt has the same length), read as run-to-run variance.",
-    ("slo", "slo_1gpu", "slo_pilot"):
-        "SLO studies: the goodput ratios of Strategies C, D, E and A against the default, "
-        "\"every miss is a TTFT miss\", the runs that \"tip over\" once the running set reaches "
-           "the 256-sequence cap, and the spread between two runs of one configuration (up to 63 "
-           "points of attainment) read as measurement noise.",
 }
 STRATEGY_MOTIVATION = {
     "prefill-first": "Strategy A (the handout's): while any prefill work is pending, a step holds "
@@ -147,7 +143,7 @@ def environment_section(res: Results) -> list[Block]:
         notes.append("Weights are dummy: random values in the model's real shapes. Latency, "
                      "throughput and memory depend on shapes, not values; every request is "
                      "forced to its full output length (`ignore_eos`).")
-    missing = [name for name in tasks if name not in present]
+    missing = [name for name in tasks if name not in present and name != "SLO studies"]  # the study is optional
     if missing:
         notes.append(f"No results for {', '.join(missing)}.")
     return blocks + [para("From the provenance (`meta`) of every results file; values that differ "
@@ -756,44 +752,13 @@ SLO_MOTIVATION = (
     "per-request data.")
 
 
-def beside_another_server(run: Run) -> bool:
-    """Another vLLM server on the host and no lockstep, or a file from before the host readings
-    made on a host with several GPUs (the other GPU's activity unrecorded)."""
-    host = run.host
-    if host is None:
-        return (run.meta.get("gpu") or {}).get("count", 1) > 1
-    return not (host.get("lockstep") or {}).get("all_met") and any(
-        (host.get(when) or {}).get("other_vllm_servers", 0) > 0 for when in ("before", "after"))
-
-
-def slo_section(res: Results) -> list[Block]:
+def slo_section(res: Results, sweeps: dict[str, Sweep], screen: tuple[pd.DataFrame, pd.DataFrame]) -> list[Block]:
+    """The SLO sweeps measured on the GPU first, then the simulated screen (a plan, not a result)."""
     blocks = [heading("6 Beyond the handout: SLO attainment and goodput"), para(SLO_MOTIVATION)]
-    blocks += gpu_capacity_section(res)  # the measurement first, then the studies that lagged, then the plan
-    if not res.folders("slo"):
-        return blocks + [no_results("SLO-study", "slo/", "bash slo_study.sh")] + screen_section(res)
-    blocks.append(heading("Earlier SLO studies, one API server (the front end lagged)", 3))
-    for name in res.folders("slo"):
-        runs, rows = res.serving[name], res.folder_rows(name)
-        cfg = runs[0].config
-        beside = sum(map(beside_another_server, runs))
-        med = point_table(rows, ["setting", "strategy", "rate"])
-        if med["runs"].max() > 1:  # the runs' lowest and highest attainment beside the median
-            med.insert(med.columns.get_loc("attainment") + 1, "attainment range", [
-                span_text(rows.loc[(rows["strategy"] == s) & (rows["rate"] == r), "attainment"] * 100, 1) + "%"
-                for s, r in zip(med["strategy"], med["rate"])])
-        blocks += [heading(SLO_TITLES.get(name, name), 4),
-                   para(f"SLO `{cfg.get('goodput') or 'ttft:500 tpot:50'}` (TTFT and mean TPOT per "
-                        f"request, ms); server flags `{cfg.get('server_args', '').strip()}`; bench "
-                        f"flags `{cfg.get('bench_args')}`; median over runs. "
-                        f"{provenance_line([r.meta for r in runs])}."
-                        + (f" {beside} of {len(runs)} runs may have shared the host with another "
-                           "server, not in lockstep." if beside else "")),
-                   table(shown(med, (BUDGET, "TTFT P50 (ms)", "ITL P50 (ms)", "mixed steps",
-                                     "fallback steps"))),
-                   image(res.folder, f"{name}_attainment_goodput.png", "attainment and goodput vs rate")]
-        if rows["lagged"].any():
-            blocks.append(para(lag_sentence(rows, "this study")))
-    return blocks + screen_section(res)
+    blocks += gpu_capacity_section(res, sweeps, screen[1])
+    if not sweeps:
+        blocks.append(no_results("SLO-sweep", "slo/", "bash slo_study.sh"))
+    return blocks + screen_section(res, *screen)
 
 
 SCREEN = "replay_screen_api-4"  # simulated replays of issue #16's grid: a plan for GPU runs, not a result
@@ -883,8 +848,7 @@ def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.Dat
     return (att, att) if att.empty else (att, capacity_table(att, draws, paired=True))
 
 
-def screen_section(res: Results) -> list[Block]:
-    att, caps = screen_tables(res)
+def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[Block]:
     if caps.empty:
         return []
     wide = att.groupby(["slo", "workload", "strategy", "rate"], sort=False)["attainment"].agg(
@@ -943,12 +907,46 @@ def screen_section(res: Results) -> list[Block]:
                      "confidence intervals issue #16 asks for."])]
 
 
+def is_sweep(rows: pd.DataFrame) -> bool:
+    """One load at several rates under more than one strategy."""
+    return rows.groupby("workload")["rate"].nunique().max() > 1 and rows["strategy"].nunique() > 1
+
+
+def sweep_gaps(rows: pd.DataFrame) -> list[str]:
+    """Why these runs give no capacity ratio with intervals (none: they do)."""
+    gaps = [lag_sentence(rows, "these runs")] if rows["lagged"].any() else []
+    if "default" not in set(rows["strategy"]):
+        gaps.append("no run of the default to compare with")
+    if (fewest := rows.groupby(["strategy", "rate"]).size().min()) < MIN_RUNS_TO_SEPARATE:
+        gaps.append(f"{fewest} run(s) at a point, fewer than the {MIN_RUNS_TO_SEPARATE} an interval needs")
+    return gaps
+
+
 def capacity_folders(res: Results) -> list[str]:
     """The Task 3 folders that measure SLO capacity on the GPU: one load at several rates under the
     default and at least one strategy of ours, 3 or more runs per point, every front end kept up."""
-    return [f for f in res.folders("task3") if (rows := res.folder_rows(f))["strategy"].nunique() > 1
-            and "default" in set(rows["strategy"]) and rows.groupby("workload")["rate"].nunique().max() > 1
-            and not rows["lagged"].any() and rows.groupby(["strategy", "rate"]).size().min() >= MIN_RUNS_TO_SEPARATE]
+    return [f for f in res.folders("task3") if is_sweep(rows := res.folder_rows(f)) and not sweep_gaps(rows)]
+
+
+@dataclass
+class Sweep:
+    """An SLO sweep's runs read once: attainment per run and SLO pair, and the capacities with
+    intervals (empty where ``gaps`` says why there are none)."""
+    rows: pd.DataFrame
+    att: pd.DataFrame
+    caps: pd.DataFrame
+    gaps: list[str]
+
+
+def slo_sweeps(res: Results) -> dict[str, Sweep]:
+    """The SLO studies' folders and the Task 3 capacity folders, each read once for section 6 and
+    the summary."""
+    sweeps = {}
+    for folder in res.folders("slo") + capacity_folders(res):
+        rows, att = res.folder_rows(folder), attainment_rows(res.serving[folder])
+        gaps = sweep_gaps(rows)
+        sweeps[folder] = Sweep(rows, att, att.iloc[:0] if gaps else capacity_table(att, paired=False), gaps)
+    return sweeps
 
 
 def pace_setter(rows: pd.DataFrame) -> str:
@@ -1019,31 +1017,28 @@ def price_fact(rows: pd.DataFrame) -> str:
               "read P99 TTFT beside attainment (Pareto figure).")
 
 
-def gpu_capacity_section(res: Results) -> list[Block]:
-    """SLO capacity measured on the GPU (issue #16): attainment per rate, capacity per strategy with
+def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
+    """SLO sweeps measured on the GPU (issue #16): attainment per rate, capacity per strategy with
     bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
     and the simulator's prediction for the same load beside it."""
     blocks: list[Block] = []
-    _, sim = screen_tables(res, draws=200)
-    for folder in capacity_folders(res):
-        rows, runs = res.folder_rows(folder), res.serving[folder]
-        att = attainment_rows(runs)
-        caps = capacity_table(att, paired=False)
+    for folder, sw in sweeps.items():
+        rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps
         workloads = sorted(set(rows["workload"]))
         wide = att.groupby(["slo", "strategy", "rate"], sort=False)["attainment"].agg(
             lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})").unstack("rate").fillna("").reset_index()
         wide["strategy"] = wide["strategy"].map(strategy_label)
-        ours = caps[caps["strategy"] != "default"]
-        facts = [capacity_fact(r, caps, att) for r in ours.to_dict("records")]
+        facts = ([capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
+                 + [price_fact(rows)] if not sw.gaps else
+                 [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
-        facts.append(price_fact(rows))
-        if not sim.empty:
+        if not sim.empty and not sw.gaps:
             predicted = sim[sim["workload"].isin(workloads) & (sim["slo"] == SCREEN_SLOS[0])
                             & sim["strategy"].isin(set(rows["strategy"]))]
             facts.append("The simulator's screen predicted, for the same load and the lab's pair: "
                          + "; ".join(f"{strategy_label(p['strategy'])} {p['text']} req/s" for p in predicted.to_dict("records"))
                          + ". Section 6b sets the replays of these points beside these runs.")
-        blocks += [heading(f"GPU SLO capacity: {', '.join(workloads)} ({folder})", 4),
+        blocks += [heading(f"GPU SLO {'sweep' if sw.gaps else 'capacity'}: {', '.join(workloads)} ({folder})", 4),
                    para(f"{len(runs)} runs, {point['runs'].min()}-{point['runs'].max()} per point, "
                         f"{sitting_text(rows['sitting'])}; the same two SLO pairs as the screen below; capacity "
                         "and intervals as there, but each strategy's runs resampled on their own (GPU runs of two "
@@ -1278,7 +1273,7 @@ def replay_section(res: Results) -> list[Block]:
 
 
 # --- 7 Summary, assembly and rendering ------------------------------------------------------
-def summary_section(res: Results) -> list[Block]:
+def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
     items = []
     if res.task1 and {"vllm", "hf-static"} <= set(res.task1["methods"]):
         m = res.task1["methods"]
@@ -1292,7 +1287,8 @@ def summary_section(res: Results) -> list[Block]:
     for task, label in (("task2", "Task 2"), ("task3", "Task 3"), ("slo", "SLO studies")):
         rows = res.rows(task)
         if rows.empty:
-            items.append(f"{label}: no results.")
+            if task != "slo":  # the SLO study is optional
+                items.append(f"{label}: no results.")
             continue
         lagged = rows[rows["lagged"]]
         items.append(f"{label}: the front end lagged in {len(lagged)} of {len(rows)} runs"
@@ -1305,8 +1301,8 @@ def summary_section(res: Results) -> list[Block]:
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: every run of a strategy beyond every run of the "
                          f"default (strategy / default, medians) on {'; '.join(found)}; nothing else separated.")
-    for folder in capacity_folders(res):
-        caps = capacity_table(attainment_rows(res.serving[folder], SCREEN_SLOS[:1]), paired=False)
+    for folder, sw in sweeps.items():
+        caps = sw.caps[sw.caps["slo"] == SCREEN_SLOS[0]]
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps)
                   for r in caps[caps["strategy"] != "default"].to_dict("records")]
     lift = lift_rows(res)
@@ -1324,10 +1320,11 @@ def build_report(res: Results) -> list[Block]:
     intro = para("Generated by `plot_results.py` from the JSON files in this folder (`.venv/bin/python plot_results.py "
                  "--pdf` regenerates it); every number below is read from, or computed from, a results file. "
                  "Tables: `tables.md`; per-run values: `<folder>_runs.csv`.")
+    sweeps = slo_sweeps(res)
     return ([heading("Lab 3 report: prefill/decode scheduling in vLLM", 1), intro]
             + environment_section(res) + task1_section(res) + frontend_section(res)
-            + task2_section(res) + task3_section(res) + slo_section(res) + replay_section(res)
-            + summary_section(res))
+            + task2_section(res) + task3_section(res) + slo_section(res, sweeps, screen_tables(res))
+            + replay_section(res) + summary_section(res, sweeps))
 
 
 def newest_date(res: Results) -> datetime | None:

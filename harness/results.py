@@ -14,7 +14,6 @@ Each row carries the run's front-end check: token-gap completeness below 0.99 ma
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment, slo_key
-from my_scheduler import FORMER_NAMES, RETIRED, STRATEGIES
+from my_scheduler import RETIRED, STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 2**20
@@ -55,9 +54,6 @@ def _labels_in_letter_order() -> dict[str, str]:
 
 
 STRATEGY_LABELS = _labels_in_letter_order()
-SLO_TITLES = {"slo": "SLO study (default, A and E, 2 runs per point)",
-              "slo_1gpu": "SLO study on one H200 (every strategy, 1 run per point)",
-              "slo_pilot": "SLO pilot study (beside another server, not in lockstep)"}
 
 
 def load_json(path: Path) -> dict[str, Any] | None:
@@ -216,9 +212,9 @@ def load_runs(folder: Path) -> list[Run]:
 
 def client_start_spread_s(run: Run) -> float | None:
     """How far apart the client processes of a run sent their first requests, in seconds (None
-    for one client). Each process starts its own clock after its own set-up, so several clients
-    at rate inf offer staggered bursts, not one. The merged arrays hold each process's
-    ``num_prompts`` requests in turn."""
+    for one client). Without a start gate (runs before ``client_gate`` was recorded) each process
+    started its load after its own set-up, so several clients at rate inf offered staggered
+    bursts, not one. The merged arrays hold each process's ``num_prompts`` requests in turn."""
     processes = run.client.get("per_process") or []
     if len(processes) < 2:
         return None
@@ -245,7 +241,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"),
             **dict(zip(("api servers", "clients"), run.served_by)),
-            "strategy": current_name(cfg["tag"] if cfg.get("task") == "slo" else cfg["scheduler"]),
+            "strategy": cfg["scheduler"],
             "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
             BUDGET: int(budget) if budget else None,
             **{col: summary[key][pct] for col, (key, pct) in METRICS.items()},
@@ -280,8 +276,7 @@ def _rate_order(rate: str) -> float:
 def _strategy_order(name: str) -> str:
     """Sort key: the labelled strategies in their order, then any other name."""
     order = list(STRATEGY_LABELS)
-    base = re.sub(r"-\d+(?:\.\d+)?ms$", "", name)
-    return f"{order.index(base) if base in order else len(order):02d}{name}"
+    return f"{order.index(name) if name in order else len(order):02d}{name}"
 
 
 def sort_key(column: pd.Series) -> pd.Series:
@@ -290,21 +285,9 @@ def sort_key(column: pd.Series) -> pd.Series:
     return column.map(_strategy_order) if column.name == "strategy" else column
 
 
-def current_name(tag: str) -> str:
-    """A strategy name or ``NAME-MSms`` tag as the registry spells it now: committed results
-    keep the names they were run under (``slo`` for Strategy C in results/slo_1gpu, slo_pilot)."""
-    name, bound = re.fullmatch(r"(.+?)((?:-\d+(?:\.\d+)?ms)?)", tag).groups()
-    return FORMER_NAMES.get(name, name) + bound
-
-
-def strategy_label(tag: str) -> str:
-    """A strategy's display label, a retired one's too: ``stall-bounded-15ms`` (the tag the SLO
-    study gave the retired Strategy C run with a 15 ms stall bound) -> C's label with its bound."""
-    tag = current_name(tag)
-    match = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?)ms", tag)
-    if match and match.group(1) in STRATEGY_LABELS:
-        return f"{STRATEGY_LABELS[match.group(1)]} (stall bound {match.group(2)} ms)"
-    return STRATEGY_LABELS.get(tag, tag)
+def strategy_label(name: str) -> str:
+    """A strategy's display label, a retired one's too; an unknown name stands as it is."""
+    return STRATEGY_LABELS.get(name, name)
 
 
 def load_label(rate: str) -> str:

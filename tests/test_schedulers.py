@@ -465,14 +465,11 @@ def test_a_retired_strategy_is_refused_by_name(name, letter):
 
 
 def test_results_of_retired_strategies_keep_their_labels():
-    """Committed results still carry C, D and E's names, C's former name ``slo`` and stall-bound
-    tags: the tables and the report label them from ``RETIRED``, in letter order with the rest."""
-    from harness.results import STRATEGY_LABELS, current_name, strategy_label
+    """Committed replays still carry C, D and E's names: the tables and the report label them from
+    ``RETIRED``, in letter order with the rest."""
+    from harness.results import STRATEGY_LABELS, strategy_label
 
-    c = "Strategy C: stall-bounded prefill-first (retired)"
-    assert strategy_label("stall-bounded") == strategy_label("slo") == c
-    assert strategy_label("stall-bounded-15ms") == strategy_label("slo-15ms") == f"{c} (stall bound 15 ms)"
-    assert current_name("slo-15ms") == "stall-bounded-15ms"
+    assert strategy_label("stall-bounded") == "Strategy C: stall-bounded prefill-first (retired)"
     assert strategy_label("deadline") == "Strategy D: deadline-aware (retired)"
     assert strategy_label("paced") == "Strategy E: TPOT-paced prefill-first (retired)"
     assert strategy_label("sjf-ontime") == ms.STRATEGIES["sjf-ontime"].label
