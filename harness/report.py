@@ -413,7 +413,8 @@ def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame) -> l
             f"process starts its own clock after its own set-up, and their first requests went out "
             f"{span_text(split['client start spread (s)'], 1)} s apart, so rate inf became staggered "
             f"bursts (completeness {span_text(split['completeness'])}, throughput "
-            f"{span_text(split[THROUGHPUT], 0)} tok/s). These runs are shown, not compared.")
+            f"{span_text(split[THROUGHPUT], 0)} tok/s). These runs are shown, not compared; since then the "
+            "clients of a split load start together (`harness/bench_gate.py`, recorded as `client_gate`).")
     earlier = rows[(rows["folder"] == "task2") & (rows["rate"] == "inf") & (rows[BUDGET] == 2048)]
     if not earlier.empty and not one.empty:
         facts.append(

@@ -17,8 +17,9 @@ The front end. Near a small model's capacity one Python API-server process canno
 the engine (it merges several tokens into one streamed chunk), and the latencies then measure
 the front end, not the scheduler. ``--api-servers N`` starts the server with
 ``--api-server-count N``; ``--clients 1,2`` also runs each load split over two ``vllm bench
-serve`` processes (each with its share of the prompts and the rate, and seed + k), which shows
-whether the client limits. Every result's ``frontend`` block (``lab_metrics.frontend_check``)
+serve`` processes (each with its share of the prompts and the rate, and seed + k; set up, they
+start their load together behind ``harness/bench_gate.py``'s barrier), which shows whether the
+client limits. Every result's ``frontend`` block (``lab_metrics.frontend_check``)
 has the token-gap completeness (below 0.99: "front end lagged") and the CPU cores of each
 server process, with its role, and of each client.
 
@@ -90,6 +91,7 @@ from harness.provenance import collect_meta, visible_gpu_index  # noqa: E402
 SCHEMA_VERSION = 4  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
 # 4: per-request arrays in a binary file beside the result (client.detail_file)
 LOG_TAIL_LINES = 40
+CLIENT_GATE_TIMEOUT_S = 120  # how long the clients of one run wait for each other to be set up
 
 
 def vllm_cli() -> list[str]:
@@ -362,8 +364,8 @@ class LockstepBarrier:
     run", ``<dir>/left/<tag>`` says "gone, wait no more for me".
     """
 
-    def __init__(self, folder: Path, parties: int, tag: str, timeout_s: float) -> None:
-        self.folder, self.parties, self.tag, self.timeout_s = folder, parties, tag, timeout_s
+    def __init__(self, folder: Path, parties: int, tag: str, timeout_s: float, poll_s: float = 0.2) -> None:
+        self.folder, self.parties, self.tag, self.timeout_s, self.poll_s = folder, parties, tag, timeout_s, poll_s
         (folder / "left").mkdir(parents=True, exist_ok=True)
 
     def _mark(self, key: str) -> None:
@@ -387,7 +389,7 @@ class LockstepBarrier:
             if time.monotonic() - start > self.timeout_s:
                 met = False
                 break
-            time.sleep(0.2)
+            time.sleep(self.poll_s)
         return {"parties": self.parties, "ready": sorted(ready), "left_before": sorted(gone),
                 "all_met": met, "waited_s": round(time.monotonic() - start, 1)}
 
@@ -693,16 +695,28 @@ def client_rate(rate: str, clients: int) -> str:
     return f"{float(rate) / clients:g}"
 
 
+def bench_program(gate: Path | None, clients: int, index: int) -> list[str]:
+    """``vllm bench serve``, or with several clients and a ``gate`` folder, the same behind the
+    start barrier of ``harness/bench_gate.py`` (``LAB3_BENCH_CMD`` replaces either, ungated)."""
+    if custom := shlex.split(os.environ.get("LAB3_BENCH_CMD", "")):
+        return custom
+    if gate is None or clients == 1:
+        return vllm_cli() + ["bench", "serve"]
+    return [sys.executable, "-m", "harness.bench_gate", "--gate", str(gate), "--parties", str(clients),
+            "--name", str(index), "--timeout-s", str(CLIENT_GATE_TIMEOUT_S), "--"]
+
+
 def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str, load: Load,
                         result_dir: Path, result_file: str, clients: int = 1,
-                        index: int = 0) -> list[str]:
+                        index: int = 0, gate: Path | None = None) -> list[str]:
     """The ``vllm bench serve`` command of client ``index`` of ``clients`` for one run.
 
     With several clients each sends its share of ``--num-prompts`` at its share of the rate,
     with seed ``--seed + index`` (the same seed would send the same prompts twice, and the
-    second copy would be served from the prefix cache).
+    second copy would be served from the prefix cache), and all start their load together
+    (``gate``).
     """
-    command = shlex.split(os.environ.get("LAB3_BENCH_CMD", "")) or vllm_cli() + ["bench", "serve"]
+    command = bench_program(gate, clients, index)
     command += ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
                 "--request-rate", client_rate(rate, clients), "--save-result", "--save-detailed",
                 "--result-dir", str(result_dir), "--result-filename", result_file,
@@ -718,6 +732,7 @@ def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rat
 
 
 MAIN_RUN_MARKER = "Starting main benchmark run"  # what `vllm bench serve` prints when load starts
+GATE_MARKER = "[bench_gate] load starts"  # ... and bench_gate.py once every client of the run is ready
 RESULT_MARKER = "Serving Benchmark Result"  # ... and when every request is done
 
 
@@ -730,10 +745,16 @@ class BenchClient:
     echo: bool = False
     process: subprocess.Popen | None = None
 
+    @property
+    def load_marker(self) -> str:
+        """The line that says this client's load has started (a gated client's after the barrier)."""
+        return GATE_MARKER if "harness.bench_gate" in self.command else MAIN_RUN_MARKER
+
     def start(self, env: dict[str, str]) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        env=env, cwd=ROOT, text=True, bufsize=1)
+                                        env={**env, "PYTHONUNBUFFERED": "1"},  # markers seen when printed
+                                        cwd=ROOT, text=True, bufsize=1)
 
     def pump(self, on_line: Callable[[str], None]) -> None:
         """Copy the client's output to its log (and the console), line by line, until it ends."""
@@ -761,9 +782,9 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
     lock = threading.Lock()
     finished: list[int] = []
 
-    def watcher(pid: int) -> Callable[[str], None]:
+    def watcher(pid: int, load_marker: str) -> Callable[[str], None]:
         def on_line(line: str) -> None:
-            if MAIN_RUN_MARKER in line:
+            if load_marker in line:
                 window.client_mark(pid, "load")
                 window.start()
             if RESULT_MARKER in line:
@@ -779,7 +800,8 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
             client.start(env)
             assert client.process is not None
             window.client_mark(client.process.pid, "added")
-        pumps = [threading.Thread(target=client.pump, args=(watcher(client.process.pid),), daemon=True)
+        pumps = [threading.Thread(target=client.pump, args=(watcher(client.process.pid, client.load_marker),),
+                                  daemon=True)
                  for client in clients if client.process is not None]
         for pump in pumps:
             pump.start()
@@ -792,6 +814,17 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
     for client, code in zip(clients, codes):
         if code != 0:
             raise HarnessError(f"the benchmark client failed (exit code {code}); {log_tail(client.log_path)}")
+
+
+def client_gate_record(gate: Path, clients: int) -> dict[str, Any] | None:
+    """What the clients' start barrier saw (None: one client, or clients not gated): whether all
+    met, how long each waited, and how far apart they passed it."""
+    records = [json.loads(p.read_text()) for p in sorted(gate.glob("*.json"))] if gate.is_dir() else []
+    if clients == 1 or not records:
+        return None
+    passed = [r["passed_unix_s"] for r in records]
+    return {"parties": clients, "passed": len(records), "all_met": all(r["all_met"] for r in records),
+            "waited_s": [r["waited_s"] for r in records], "pass_spread_s": round(max(passed) - min(passed), 4)}
 
 
 def merge_client_results(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -956,7 +989,7 @@ def print_plan(args: argparse.Namespace, scheduler_cls: str, todo: list[RunSpec]
     for spec in runs:
         for index in range(spec.clients):
             cmd = build_bench_command(args, model, server.base_url, spec.rate, spec.load,
-                                      Path("<tmp>"), f"raw_{index}.json", spec.clients, index)
+                                      Path("<tmp>"), f"raw_{index}.json", spec.clients, index, Path("<tmp>/gate"))
             log(f"{prefix} ({spec.path.name}): {shlex.join(cmd)}")
     return 0
 
@@ -1007,8 +1040,9 @@ def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str,
     """One benchmark run against the running server; returns its result record and arrays."""
     logs = args.out_dir / "logs"
     raws = [f"raw_{index}_{k}.json" for k in range(spec.clients)]
+    gate = work / f"gate_{index}"
     bench_cmds = [build_bench_command(args, model, server.base_url, spec.rate, spec.load, work, raw,
-                                      spec.clients, k) for k, raw in enumerate(raws)]
+                                      spec.clients, k, gate) for k, raw in enumerate(raws)]
     log_name = spec.path.with_suffix(".bench.log").name
     clients = [BenchClient(cmd, logs / (log_name if k == 0 else log_name.replace(".bench.log", f".bench-{k}.log")),
                            echo=k == 0) for k, cmd in enumerate(bench_cmds)]
@@ -1030,6 +1064,7 @@ def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str,
     host["server_cpu"] = window.server_cpu()
     host["client_cpu"] = window.client_cpu()
     host["gpu_util"] = window.gpu_util()
+    host["client_gate"] = client_gate_record(gate, spec.clients)
     if not server.alive():
         raise server.died("during the benchmark")
     time.sleep(0.5)  # the recorder flushes when the engine runs out of requests

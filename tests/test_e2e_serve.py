@@ -313,6 +313,16 @@ def test_front_end_check_sees_a_lagging_api_server_and_several_api_servers_and_c
     assert split["config"]["client_processes"] == 2 and split["frontend"]["client_processes"] == 2
     assert len(split["config"]["bench_commands"]) == 2 and split["client"]["processes"] == 2
     assert "--seed 43" in split["config"]["bench_commands"][1]
+    # Both clients set up, then start their load together behind bench_gate.py's barrier.
+    assert all("-m harness.bench_gate" in cmd for cmd in split["config"]["bench_commands"])
+    gate = split["host"]["client_gate"]
+    assert gate["parties"] == 2 and gate["passed"] == 2 and gate["all_met"], gate
+    assert gate["pass_spread_s"] < 0.5, gate
+    from harness import results as layer
+
+    gated = next(r for r in layer.load_runs(out_dir) if r.path.name == "api-2_rate-inf_clients-2_run-1.json")
+    assert layer.client_start_spread_s(gated) < 0.5  # first requests of the two clients, from the arrays
+    assert runs["run-1"]["host"]["client_gate"] is None
     assert all(cores is not None and cores >= 0 for cores in split["frontend"]["client_cores"])
     # Merged chunks still carry every token: the output count is whole in the lagged run too.
     assert runs["run-2"]["summary"]["window_output_tokens"] == pytest.approx(

@@ -468,6 +468,8 @@ def test_a_load_split_over_clients_keeps_its_total_rate_prompts_and_distinct_see
     assert len(split) == 2
     assert "--request-rate 4.5" in split[0] and "--num-prompts 51" in split[0] and "--seed 42" in split[0]
     assert "--request-rate 4.5" in split[1] and "--num-prompts 50" in split[1] and "--seed 43" in split[1]
+    for k, line in enumerate(split):  # the split's clients start their load together (bench_gate.py)
+        assert f"-m harness.bench_gate --gate '<tmp>/gate' --parties 2 --name {k} " in line
     alone = [line for line in out.splitlines() if "(x_rate-9_run-1.json)" in line]
     assert len(alone) == 1 and "--request-rate 9" in alone[0] and "--num-prompts 101" in alone[0]
     assert sum("(x_rate-inf_clients-2_run-1.json)" in line and "--request-rate inf" in line
@@ -475,6 +477,25 @@ def test_a_load_split_over_clients_keeps_its_total_rate_prompts_and_distinct_see
     with pytest.raises(SystemExit):
         _args(tmp_path, "--clients", "2")  # a split needs the total to split
     assert "needs --num-prompts" in capsys.readouterr().err
+
+
+def test_the_clients_of_a_split_load_pass_their_start_gate_together(tmp_path):
+    """Two processes reach the barrier of bench_gate.py a second apart: the first waits for the
+    second, and both pass within a small fraction of that second; what they saw is recorded."""
+    from harness.bench_gate import POLL_S
+
+    code = ("import json, sys, time; from pathlib import Path; from harness.serve_bench import LockstepBarrier\n"
+            "time.sleep(float(sys.argv[2]))\n"
+            "r = LockstepBarrier(Path(sys.argv[1]), 2, sys.argv[3], 30, poll_s={poll}).wait('start')\n"
+            "r['passed_unix_s'] = time.time()\n"
+            "Path(sys.argv[1], sys.argv[3] + '.json').write_text(json.dumps(r))").format(poll=POLL_S)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), delay, name], cwd=sb.ROOT)
+             for name, delay in (("0", "0"), ("1", "1.0"))]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    gate = sb.client_gate_record(tmp_path, 2)
+    assert gate["passed"] == 2 and gate["all_met"] is True
+    assert gate["waited_s"][0] >= 0.5 and gate["pass_spread_s"] < 0.25
+    assert sb.client_gate_record(tmp_path, 1) is None  # one client: no gate
 
 
 def test_client_results_merge_into_one_run():

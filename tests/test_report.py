@@ -72,7 +72,7 @@ def test_report_from_the_committed_results(tmp_path):
     assert f"the engine core ({min(engine):.2f}-{max(engine):.2f} of a core)" in lift
     kept = sum(not f["lagged"] for f in several)
     assert f"completeness stayed below 0.99 in {len(several) - kept} of {len(several)} of these runs" in lift
-    assert "These runs are shown, not compared." in lift  # two clients started seconds apart
+    assert "These runs are shown, not compared" in lift  # two clients started seconds apart
     # Below saturation (Poisson rates, Task 2 and Task 3 alike) the same count, from the files.
     below = [r["frontend"] for r in runs if r["config"]["rate"] != "inf"
              and r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
