@@ -2,7 +2,7 @@
 # Set up and run the CPU test suite. The first run builds two virtual environments: .venv with
 # requirements.txt (about 4 min, 8 GB) and .venv-cpu-serve, a CPU build of vLLM 0.26.0 that the
 # end-to-end tests start real servers from (setup_cpu_server.sh; it shares .venv's packages and
-# adds about 1 GB). The second is
+# adds about 0.5 GB). The second is
 # built only when the e2e tests will run: `-m "not e2e"` (or any -m expression that leaves out the
 # e2e marker) skips it.
 # Extra arguments go to pytest, e.g. `bash run_tests.sh -k sjf` or `bash run_tests.sh -m "not e2e"`.

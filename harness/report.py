@@ -747,8 +747,8 @@ SLO_MOTIVATION = (
     "Our SLO-aware strategy (README, \"Schedulers\"): F is SJF among the waiting requests that can still "
     "meet the TTFT target, the late ones last. The earlier ones, C (stall-bounded prefill-first), D "
     "(deadline-aware admission) and E (TPOT-paced), are retired: in the simulated screen below C and E "
-    "reach at most the default's capacity and F beats D on every load; their committed runs keep their "
-    "labels. Each study offers the same load at rising rates and counts the requests meeting TTFT and "
+    "reach at most the default's capacity and F beats D on every load; their replays there keep "
+    "their labels. Each study offers the same load at rising rates and counts the requests meeting TTFT and "
     "mean-TPOT targets (attainment; failures miss) and their rate (goodput), recomputed from the "
     "per-request data.")
 
