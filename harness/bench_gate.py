@@ -12,7 +12,9 @@ vLLM without it fails here at start-up instead of running ungated.
 
     python -m harness.bench_gate --gate DIR --parties N --name K --timeout-s S -- <bench serve flags>
 
-What the barrier saw, and when this client passed it, goes to ``DIR/<name>.json``.
+What the barrier saw, and when this client passed it, goes to ``DIR/<name>.json``. A client that
+ends before the gate (an error in its set-up) leaves the barrier, so its partners start at once
+rather than wait out the timeout; the harness then stops them and fails the run with its log.
 """
 
 from __future__ import annotations
@@ -29,19 +31,18 @@ from harness.serve_bench import GATE_MARKER, LockstepBarrier
 POLL_S = 0.001  # the clients pass within about this much of each other
 
 
-def install_gate(folder: Path, parties: int, name: str, timeout_s: float) -> None:
+def install_gate(barrier: LockstepBarrier) -> None:
     """Make the first ``fetch_spec_decode_metrics`` call of ``vllm bench serve`` wait for every party."""
     from vllm.benchmarks import serve
 
     original = serve.fetch_spec_decode_metrics
-    barrier = LockstepBarrier(folder, parties, name, timeout_s, poll_s=POLL_S)
 
     async def gated(*args: Any, **kwargs: Any) -> Any:
         serve.fetch_spec_decode_metrics = original  # only the call before the load waits
         record = barrier.wait("start")  # blocking is fine: set-up is over, nothing else is in flight
         record["passed_unix_s"] = time.time()
         print(GATE_MARKER, flush=True)  # the harness's load window opens here
-        (folder / f"{name}.json").write_text(json.dumps(record))
+        (barrier.folder / f"{barrier.tag}.json").write_text(json.dumps(record))
         return await original(*args, **kwargs)
 
     serve.fetch_spec_decode_metrics = gated
@@ -57,11 +58,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout-s", type=float, default=120.0,
                         help="seconds to wait for the others, then start alone (recorded)")
     ns = parser.parse_args(own)
-    install_gate(ns.gate, ns.parties, ns.name, ns.timeout_s)
-    from vllm.entrypoints.cli.main import main as vllm_main
+    barrier = LockstepBarrier(ns.gate, ns.parties, ns.name, ns.timeout_s, poll_s=POLL_S)
+    try:
+        install_gate(barrier)
+        from vllm.entrypoints.cli.main import main as vllm_main
 
-    sys.argv = [sys.argv[0], "bench", "serve", *bench_flags]  # `vllm bench` picks the platform from argv
-    vllm_main()
+        sys.argv = [sys.argv[0], "bench", "serve", *bench_flags]  # `vllm bench` picks the platform from argv
+        vllm_main()
+    finally:
+        barrier.leave()  # a client that fails before the gate does not hold the others at it
     return 0
 
 

@@ -773,11 +773,22 @@ class BenchClient:
             self.process.wait()
 
 
+def wait_for_clients(processes: list[subprocess.Popen], poll_s: float = 0.2) -> list[int | None]:
+    """The clients' exit codes once all have ended, or as soon as one has failed (None for those
+    still running then): a run with a failed client is lost, so the others need not finish."""
+    while True:
+        codes = [process.poll() for process in processes]
+        if any(code not in (None, 0) for code in codes) or None not in codes:
+            return codes
+        time.sleep(poll_s)
+
+
 def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWindow) -> None:
     """Run every client of one run at once and wait for all of them.
 
     The window opens when the first client starts its load and closes when the last one has
-    printed its result (see ``LoadWindow``); an interrupted run takes its clients down with it.
+    printed its result (see ``LoadWindow``). A client that fails stops the others and the run
+    (its log's tail in the error); an interrupted run takes its clients down with it.
     """
     lock = threading.Lock()
     finished: list[int] = []
@@ -795,6 +806,7 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
                         window.end()
         return on_line
 
+    pumps: list[threading.Thread] = []
     try:
         for client in clients:
             client.start(env)
@@ -805,14 +817,14 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
                  for client in clients if client.process is not None]
         for pump in pumps:
             pump.start()
-        codes = [client.process.wait() for client in clients if client.process is not None]
-        for pump in pumps:
-            pump.join()
+        codes = wait_for_clients([client.process for client in clients if client.process is not None])
     finally:
         for client in clients:
             client.kill()
+        for pump in pumps:  # the logs are whole before their tail is read
+            pump.join()
     for client, code in zip(clients, codes):
-        if code != 0:
+        if code not in (None, 0):
             raise HarnessError(f"the benchmark client failed (exit code {code}); {log_tail(client.log_path)}")
 
 

@@ -498,6 +498,33 @@ def test_the_clients_of_a_split_load_pass_their_start_gate_together(tmp_path):
     assert sb.client_gate_record(tmp_path, 1) is None  # one client: no gate
 
 
+def test_a_client_that_fails_stops_the_other_clients_and_the_run(tmp_path):
+    """One client of a split load exits with an error at once while the other would send for a
+    minute: the run fails with the failed client's log, and the other is stopped, not waited for."""
+    slow = [sys.executable, "-c", "import time; time.sleep(60); print('load sent'.upper(), flush=True)"]
+    failing = [sys.executable, "-c", "import sys; print('error:', 'bad flag'.upper(), flush=True); sys.exit(2)"]
+    clients = [sb.BenchClient(slow, tmp_path / "slow.log"), sb.BenchClient(failing, tmp_path / "failing.log")]
+    window = sb.LoadWindow(os.getpgid(0), _ScriptedGpu(lambda: 0.0))
+    with pytest.raises(sb.HarnessError, match=r"(?s)exit code 2.*error: BAD FLAG"):
+        sb.run_clients(clients, dict(os.environ), window)
+    assert clients[0].process is not None and clients[0].process.returncode < 0  # killed by a signal
+    assert "LOAD SENT" not in (tmp_path / "slow.log").read_text()
+
+
+def test_a_gated_client_that_fails_before_the_gate_lets_the_others_start(tmp_path):
+    """A client behind bench_gate.py whose `vllm bench serve` fails in its set-up (here a flag it
+    does not know) leaves the barrier: its partner passes at once, with the absence recorded,
+    instead of waiting out the timeout."""
+    gate = tmp_path / "gate"
+    failed = subprocess.run([sys.executable, "-m", "harness.bench_gate", "--gate", str(gate), "--parties", "2",
+                             "--name", "0", "--timeout-s", "600", "--", "--no-such-flag"],
+                            cwd=sb.ROOT, capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 2 and "unrecognized arguments: --no-such-flag" in failed.stderr
+    assert not (gate / "0.json").exists()  # it never reached the gate
+    partner = sb.LockstepBarrier(gate, 2, "1", timeout_s=600).wait("start")
+    assert partner["all_met"] is False and partner["left_before"] == ["0"]
+
+
 def test_client_results_merge_into_one_run():
     a = {"ttfts": [0.1], "itls": [[0.01]], "input_lens": [5], "output_lens": [2], "start_times": [1.0],
          "errors": [""], "completed": 1, "failed": 0, "total_input_tokens": 5, "total_output_tokens": 2,
