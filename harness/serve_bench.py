@@ -27,8 +27,9 @@ What it does: checks the scheduler name and the port; starts the server (its own
 group, log in ``<out-dir>/logs/``) with the project on ``PYTHONPATH``; waits for ``/health``
 (a server that dies is reported with the end of its log); per run, empties the prefix cache
 (runs replay the same seeded prompts; hence ``VLLM_SERVER_DEV_MODE=1``), polls ``/metrics``
-in the background and runs the clients; stops the whole process group on exit, error, Ctrl-C
-or SIGTERM.
+in the background and runs the clients; stops the run when a client fails, or when the server
+holds requests but produces no token for ``--stall-timeout-s`` (a scheduler that admits nothing);
+stops the whole process group on exit, error, Ctrl-C or SIGTERM.
 
 Result file (``schema_version`` 4): ``meta`` (provenance), ``config`` (every knob, with the
 strategy's settings and the flags as structured values), ``host`` (load and other vLLM servers
@@ -92,6 +93,7 @@ SCHEMA_VERSION = 4  # 2: "host" block (load, other servers, lockstep); 3: "front
 # 4: per-request arrays in a binary file beside the result (client.detail_file)
 LOG_TAIL_LINES = 40
 CLIENT_GATE_TIMEOUT_S = 120  # how long the clients of one run wait for each other to be set up
+STALL_S = 120.0  # requests in the server and no token for this long: the run cannot finish
 
 
 def vllm_cli() -> list[str]:
@@ -564,9 +566,13 @@ class MetricsPoller(PeriodicSampler):
     COUNTERS = ("vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 
-    def __init__(self, url: str, interval_s: float = 0.25) -> None:
+    def __init__(self, url: str, interval_s: float = 0.25, stall_s: float = STALL_S) -> None:
         super().__init__(interval_s)
         self.url = url
+        self.stall_s = stall_s
+        self.in_server = 0.0  # requests running + waiting at the last sample
+        self.tokens_seen: float | None = None  # prompt + output tokens at the last sample
+        self.progress_at = time.monotonic()  # when the server last produced a token or was empty
         self.peaks: dict[str, float] = {}
         self.first: dict[str, float] = {}
         self.last: dict[str, float] = {}
@@ -594,6 +600,21 @@ class MetricsPoller(PeriodicSampler):
             else:
                 self.first.setdefault(name, value)
                 self.last[name] = value
+        tokens = totals.get("vllm:prompt_tokens_total", 0.0) + totals.get("vllm:generation_tokens_total", 0.0)
+        self.in_server = totals.get("vllm:num_requests_running", 0.0) + totals.get("vllm:num_requests_waiting", 0.0)
+        if tokens != self.tokens_seen or not self.in_server:
+            self.tokens_seen, self.progress_at = tokens, time.monotonic()
+
+    def stall(self) -> str | None:
+        """Why the run cannot finish, if it cannot: requests in the server and not one prompt or
+        output token for ``stall_s`` (a strategy that never schedules a waiting request, say).
+        The clients would wait for hours (``vllm bench serve`` allows a request 6 h)."""
+        idle = time.monotonic() - self.progress_at
+        if not self.in_server or idle < self.stall_s:
+            return None
+        return (f"the server produced no token for {idle:.0f} s while {self.in_server:.0f} requests were in it "
+                "(running + waiting): its scheduler admits nothing (does the strategy ever schedule a "
+                "waiting request?)")
 
     def report(self, bytes_per_token: int | None) -> dict[str, Any]:
         blocks = int(self.cache_info.get("num_gpu_blocks", 0) or 0)
@@ -773,22 +794,27 @@ class BenchClient:
             self.process.wait()
 
 
-def wait_for_clients(processes: list[subprocess.Popen], poll_s: float = 0.2) -> list[int | None]:
+def wait_for_clients(processes: list[subprocess.Popen], stall: Callable[[], str | None],
+                     poll_s: float = 0.2) -> list[int | None]:
     """The clients' exit codes once all have ended, or as soon as one has failed (None for those
-    still running then): a run with a failed client is lost, so the others need not finish."""
+    still running then): a run with a failed client is lost, so the others need not finish.
+    Raises ``HarnessError`` when ``stall`` says the server stopped making progress."""
     while True:
         codes = [process.poll() for process in processes]
         if any(code not in (None, 0) for code in codes) or None not in codes:
             return codes
+        if why := stall():
+            raise HarnessError(f"the run cannot finish: {why}")
         time.sleep(poll_s)
 
 
-def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWindow) -> None:
+def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWindow,
+                stall: Callable[[], str | None] = lambda: None) -> None:
     """Run every client of one run at once and wait for all of them.
 
     The window opens when the first client starts its load and closes when the last one has
-    printed its result (see ``LoadWindow``). A client that fails stops the others and the run
-    (its log's tail in the error); an interrupted run takes its clients down with it.
+    printed its result (see ``LoadWindow``). A client that fails, or a server that stalls
+    (``stall``), stops the clients and the run; an interrupted run takes its clients down with it.
     """
     lock = threading.Lock()
     finished: list[int] = []
@@ -817,7 +843,7 @@ def run_clients(clients: list[BenchClient], env: dict[str, str], window: LoadWin
                  for client in clients if client.process is not None]
         for pump in pumps:
             pump.start()
-        codes = wait_for_clients([client.process for client in clients if client.process is not None])
+        codes = wait_for_clients([client.process for client in clients if client.process is not None], stall)
     finally:
         for client in clients:
             client.kill()
@@ -1067,10 +1093,10 @@ def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str,
             log(f"{args.tag}: lockstep partners not ready after {lockstep['waited_s']} s; "
                 "this run starts alone (recorded in its file)")
     host = {"before": host_activity(server.process.pid), "lockstep": lockstep}
-    with MetricsPoller(f"{server.base_url}/metrics") as poller, \
+    with MetricsPoller(f"{server.base_url}/metrics", stall_s=args.stall_timeout_s) as poller, \
             GpuUtilSampler(visible_gpu_index()) as gpu:
         window = LoadWindow(server.process.pid, gpu, args.api_servers)
-        run_clients(clients, env, window)
+        run_clients(clients, env, window, poller.stall)
         window.end()  # no effect if every client printed its result
     host["after"] = host_activity(server.process.pid)
     host["server_cpu"] = window.server_cpu()
@@ -1134,6 +1160,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="end-to-end latency above which a request counts as a timeout")
     parser.add_argument("--port", type=int, default=0, help="0: pick a free port")
     parser.add_argument("--startup-timeout", type=float, default=900.0)
+    parser.add_argument("--stall-timeout-s", type=float, default=STALL_S,
+                        help="stop the run when requests sit in the server and no token comes for this long")
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--sync-dir", type=Path, default=None,

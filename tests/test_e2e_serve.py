@@ -150,6 +150,42 @@ def test_an_interrupted_sweep_stops_its_server_and_keeps_finished_runs(cpu_env, 
     assert list(out_dir.glob("*.json")) == []
 
 
+STUCK_SCHEDULER = '''
+from vllm.v1.core.sched.scheduler import Scheduler
+
+
+class AdmitsNothing(Scheduler):
+    """A strategy with the bug the stall check is for: no waiting request is ever scheduled."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_num_running_reqs = 0
+'''
+
+
+def test_a_scheduler_that_admits_nothing_stops_the_run_instead_of_hanging(cpu_env, tmp_path):
+    """A real server whose scheduler never admits a request: the clients would wait for hours
+    (`vllm bench serve` allows a request 6 h). The harness sees requests waiting and no token
+    for --stall-timeout-s, stops clients and server, and says why; no result is written."""
+    (tmp_path / "stuck_scheduler.py").write_text(STUCK_SCHEDULER)
+    env = {**cpu_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), cpu_env.get("PYTHONPATH")]))}
+    out_dir = tmp_path / "stuck"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "t", "--tag", "stuck",
+         "--out-dir", str(out_dir), "--model", TINY, "--dummy-weights", "--rates", "inf", "--runs", "1",
+         "--num-prompts", "4", "--seed", "42", "--stall-timeout-s", "20",
+         "--bench-args", "--dataset-name random --random-input-len 16 --random-output-len 4 --ignore-eos",
+         "--server-args", f"{CPU_SERVER_FLAGS} --max-num-seqs 4 --gpu-memory-utilization 0.15 "
+                          "--scheduler-cls stuck_scheduler.AdmitsNothing"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "the run cannot finish: the server produced no token for" in proc.stderr
+    assert "requests were in it (running + waiting)" in proc.stderr
+    groups = server_groups(proc.stdout)
+    assert len(groups) == 1 and not group_alive(groups[0])
+    assert list(out_dir.glob("*.json")) == []
+
+
 def _spearman(xs: list[float], ys: list[float]) -> float:
     import pandas as pd
 
