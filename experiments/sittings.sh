@@ -81,6 +81,8 @@ sittings() {
   cat <<EOF
 capacity          | 15 | budget 2048, rate inf: $API API servers with 1 and 2 client processes, then 1 API server (done)
 below             | 12 | budget 2048 at 16 req/s and $STRESS req/s with $API API servers (done)
+gated-clients     | 11 | budget 2048, rate inf, $API API servers, 1 and 2 client processes, the 2 started together
+                  |    | (harness/bench_gate.py): does the client limit, now that a split load is the same load?
 task3-stress      | 27 | Task 3 default, A, SJF at $STRESS req/s, fixed and varlen (done but SJF varlen: 1 of 3 runs)
 task2-inf         | 26 | Task 2, budgets 512-4096 at rate inf (done; 8192 did not fit: task2-inf-high)
 task2-inf-high    | 16 | Task 2, budgets 2048 (anchor), 4096, 8192 at rate inf
@@ -111,6 +113,7 @@ run_sitting() {
       bash "$ROOT/task2.sh" "${COMMON[@]}" "${DRY_RUN[@]}" --values 2048 --rates inf --api-servers 1 \
         --out-dir "$RESULTS/task2_api-1" ;;
     below) task2 "task2_api-$API" --values 2048 --rates "16,$STRESS" ;;
+    gated-clients) task2 "task2_api-${API}_gated" --values 2048 --rates inf --clients 1,2 ;;
     task3-stress)
       for strategy in default prefill-first sjf; do
         task3 "$strategy" "task3_api-$API" --rate "$STRESS" --stress-rate "$STRESS"

@@ -54,3 +54,17 @@ def test_the_heavy_sittings_resume_and_bracket_each_strategy_s_knee():
             assert f"would run ({strategy}_heavy-burst0.5_rate-{rate}_run-3.json)" in out
     assert "would run (default_heavy-burst0.5_rate-66" not in out and "task3_api-4_heavy-knee/" in out
     assert "--dataset-name custom" in out and "--burstiness 0.5" in out
+
+
+def test_the_gated_clients_sitting_splits_the_load_behind_the_start_gate():
+    """gated-clients measures one and two client processes at rate inf into a folder of its own,
+    the two behind bench_gate.py's barrier (the committed capacity sitting's split runs predate it)."""
+    # The capacity sitting measured the same setting, ungated, into results/task2_api-4 (committed).
+    assert (ROOT / "results" / "task2_api-4" / "mnbt-2048_rate-inf_clients-2_run-3.json").is_file()
+    result = dry_run("gated-clients")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout + result.stderr
+    assert "--api-server-count 4" in out
+    for name in ("rate-inf_run-3.json", "rate-inf_clients-2_run-3.json"):
+        assert f"would run (mnbt-2048_{name})" in out
+    assert out.count("-m harness.bench_gate") == 2 * 3  # both clients of each of the 3 split runs
