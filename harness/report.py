@@ -221,6 +221,7 @@ FRONTEND_DEFINITIONS = (
 
 
 LIFT_PREFIX = "task2_api-"  # experiments/sittings.sh: one folder per API-server count, one sitting
+GATED_SUFFIX = "_gated"  # sitting gated-clients: one client process against two started together
 
 
 def frontend_section(res: Results) -> list[Block]:
@@ -238,6 +239,12 @@ def frontend_section(res: Results) -> list[Block]:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
                    para(LIFT_INTRO), table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT))),
                    bullets(lift_facts(lift, rows, below_saturation_rows(res)))]
+    for folder in (n for n in res.folders("task2") if n.startswith(LIFT_PREFIX) and n.endswith(GATED_SUFFIX)):
+        gated = res.folder_rows(folder)
+        blocks += [heading(f"Does the client limit? One process against two started together ({folder})", 3),
+                   table(front_end_table([gated], (*CORES, THROUGHPUT)))]
+        if fact := gated_client_fact(gated):
+            blocks.append(bullets([fact]))
     withdrawn = [text for folders, text in WITHDRAWN.items()
                  if rows[rows["folder"].isin(folders)]["lagged"].any()]
     if withdrawn:
@@ -430,6 +437,25 @@ def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame) -> l
                         "The corrected Task 2 and Task 3 runs are still to be made, at Poisson rates "
                         "below saturation with several API servers, each run's completeness checked."))
     return facts
+
+
+def gated_client_fact(gated: pd.DataFrame) -> str | None:
+    """One sitting's runs of one client process against the same load split over several that
+    start together (``harness/bench_gate.py``): the client limits only if every split run is
+    faster than every single-process run."""
+    one, split = gated[gated["clients"] == 1], gated[gated["clients"] > 1]
+    if one.empty or split.empty:
+        return None
+    faster = separated(split[THROUGHPUT], one[THROUGHPUT]) and split[THROUGHPUT].min() > one[THROUGHPUT].max()
+    return (f"{len(one)} runs of one client process against {len(split)} with the load split over "
+            f"{int(split['clients'].max())} processes, {sitting_text(gated['sitting'])}: the split processes sent their first requests "
+            f"{span_text(split['client start spread (s)'], 3)} s apart; throughput {span_text(split[THROUGHPUT], 0)} "
+            f"tok/s against {span_text(one[THROUGHPUT], 0)} with one process, which used "
+            f"{span_text(one[CLIENT_CORES], 2)} of a core. "
+            + ("Every split run is faster than every single-process run: one client process limited this load."
+               if faster else
+               "The split runs are not faster than every single-process run: the client is not shown to limit "
+               "this load."))
 
 
 def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]:

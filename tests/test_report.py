@@ -436,3 +436,29 @@ def test_an_slo_study_short_of_a_capacity_says_what_it_lacks(tmp_path):
     assert "capacity 6" not in six and "x (95% interval" not in six
     for name in ("attainment_goodput", "pareto"):
         assert (results / "figures" / f"slo_{name}.png").is_file()
+
+
+def test_the_gated_clients_sitting_gets_its_own_comparison(tmp_path):
+    """A task2_api-N_gated folder (sitting gated-clients) is compared within itself, one client
+    process against the split ones, and stays out of the front-end study's cross-setting facts.
+    Stand-in data: the capacity sitting's budget-2048 rate-inf runs, copied under that name."""
+    results = copy_results(tmp_path)
+    gated = results / "task2_api-4_gated"
+    gated.mkdir()
+    for path in (results / "task2_api-4").glob("mnbt-2048_rate-inf_*"):
+        shutil.copy(path, gated / path.name)
+    assert plot_results.main(["--results", str(results)]) == 0
+    front = section((results / "REPORT.md").read_text(), "## 3 The serving front end")
+    assert "### Does the client limit? One process against two started together (task2_api-4_gated)" in front
+
+    rows = layer.run_rows(layer.load_runs(gated))
+    one, split = rows[rows["clients"] == 1], rows[rows["clients"] == 2]
+    assert len(one) == len(split) == 3
+    tps = "Throughput (tok/s)"
+    faster = bool(split[tps].min() > one[tps].max())  # every split run beyond every single one
+    fact = next(line for line in front.splitlines() if line.startswith("- 3 runs of one client process"))
+    assert f"throughput {split[tps].min():.0f}-{split[tps].max():.0f} tok/s" in fact
+    assert ("one client process limited this load" in fact) is faster
+    assert ("the client is not shown to limit this load" in fact) is not faster
+    # The study's own table and facts are unchanged: they read task2_api-<N> folders only.
+    assert report.lift_rows(layer.Results.load(results))["folder"].str.endswith("_gated").sum() == 0
