@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.report import capacity_folders, write_report  # noqa: E402
+from harness.report import sweep_folders, write_report  # noqa: E402
 from harness.results import (BUDGET, METRICS, ROOT, THROUGHPUT, Results, Run, _rate_order,  # noqa: E402
                              _strategy_order, kept_request_values, load_label, strategy_label)
 
@@ -179,7 +179,7 @@ def write_figures(res: Results) -> None:
     figures = res.folder / "figures"
     if res.folders("task2"):
         plot_task2(res.rows("task2"), figures)
-    sweeps = res.folders("slo") + capacity_folders(res)  # read as SLO sweeps, not point by point
+    sweeps = sweep_folders(res)
     for name in (f for f in res.folders("task3") if f not in sweeps):
         for workload, rate in res.points(name):
             plot_cdfs(res.serving[name], workload, rate, figures)

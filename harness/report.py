@@ -965,11 +965,16 @@ class Sweep:
     gaps: list[str]
 
 
+def sweep_folders(res: Results) -> list[str]:
+    """The folders read as SLO sweeps, not point by point: the SLO studies' and the Task 3
+    capacity folders (section 6, and their attainment and Pareto figures)."""
+    return res.folders("slo") + capacity_folders(res)
+
+
 def slo_sweeps(res: Results) -> dict[str, Sweep]:
-    """The SLO studies' folders and the Task 3 capacity folders, each read once for section 6 and
-    the summary."""
+    """Every ``sweep_folders`` folder, read once for section 6 and the summary."""
     sweeps = {}
-    for folder in res.folders("slo") + capacity_folders(res):
+    for folder in sweep_folders(res):
         rows, att = res.folder_rows(folder), attainment_rows(res.serving[folder])
         gaps = sweep_gaps(rows)
         sweeps[folder] = Sweep(rows, att, att.iloc[:0] if gaps else capacity_table(att, paired=False), gaps)
