@@ -243,21 +243,31 @@ def reset_peak(device: str) -> float | None:
     return None if used is None else round(used / MIB, 1)
 
 
-def run_hf_serial(hf_model, tokenizer, prompts, args, bytes_per_token: int) -> dict[str, Any]:
-    texts = [p["text"] for p in prompts]
-    hf_generate(hf_model, tokenizer, texts[:1], min(8, args.max_new_tokens), args.fixed_output_len)
+def timed_generation(hf_model, tokenizer, texts: list[str], batch_size: int, args,
+                     label: str) -> tuple[float, list[int], DeviceMemorySampler, float | None]:
+    """Generate for ``texts`` in consecutive batches of ``batch_size``: wall time, new tokens per
+    prompt, the memory sampler and the memory in use before. Serial generation is batch 1, so the
+    two transformers methods time exactly the same loop."""
     baseline = reset_peak(args.device)
     counts: list[int] = []
     with DeviceMemorySampler() as sampler:
         synchronize(args.device)
         start = time.perf_counter()
-        for i, text in enumerate(texts):
-            counts += hf_generate(hf_model, tokenizer, [text], args.max_new_tokens, args.fixed_output_len)
-            if args.progress and (i + 1) % 8 == 0:
-                print(f"  hf-serial: {i + 1}/{len(texts)} prompts, {time.perf_counter() - start:.1f} s",
-                      flush=True)
+        for i in range(0, len(texts), batch_size):
+            counts += hf_generate(hf_model, tokenizer, texts[i:i + batch_size],
+                                  args.max_new_tokens, args.fixed_output_len)
+            done = min(i + batch_size, len(texts))
+            if args.progress and (batch_size > 1 or done % 8 == 0):  # serial: every 8th prompt
+                print(f"  {label}: {done}/{len(texts)} prompts, {time.perf_counter() - start:.1f} s", flush=True)
         synchronize(args.device)
         seconds = time.perf_counter() - start
+    return seconds, counts, sampler, baseline
+
+
+def run_hf_serial(hf_model, tokenizer, prompts, args, bytes_per_token: int) -> dict[str, Any]:
+    texts = [p["text"] for p in prompts]
+    hf_generate(hf_model, tokenizer, texts[:1], min(8, args.max_new_tokens), args.fixed_output_len)
+    seconds, counts, sampler, baseline = timed_generation(hf_model, tokenizer, texts, 1, args, "hf-serial")
     lens = [p["num_tokens"] for p in prompts]
     return {
         "total_s": seconds, "batch_size": 1, "output_tokens": sum(counts),
@@ -273,25 +283,12 @@ def run_hf_static(hf_model, tokenizer, prompts, args, bytes_per_token: int) -> d
     lens = [p["num_tokens"] for p in prompts]
     hf_generate(hf_model, tokenizer, texts[:2], min(8, args.max_new_tokens), args.fixed_output_len)
 
-    def timed_run(batch_size: int) -> tuple[float, list[int], DeviceMemorySampler, float | None]:
-        baseline = reset_peak(args.device)
-        counts: list[int] = []
-        with DeviceMemorySampler() as sampler:
-            synchronize(args.device)
-            start = time.perf_counter()
-            for i in range(0, len(texts), batch_size):
-                counts += hf_generate(hf_model, tokenizer, texts[i:i + batch_size],
-                                      args.max_new_tokens, args.fixed_output_len)
-            synchronize(args.device)
-            seconds = time.perf_counter() - start
-        return seconds, counts, sampler, baseline
-
     import torch
 
     requested = min(args.static_batch_size or len(texts), len(texts))
     attempts: list[dict[str, Any]] = []
     try:
-        result = timed_run(requested)
+        result = timed_generation(hf_model, tokenizer, texts, requested, args, "hf-static")
         batch_size = requested
         attempts.append({"batch_size": requested, "fits": True})
     except torch.cuda.OutOfMemoryError:
@@ -306,7 +303,7 @@ def run_hf_static(hf_model, tokenizer, prompts, args, bytes_per_token: int) -> d
         batch_size, searched = largest_fitting_batch(fits, requested // 2)
         attempts += searched
         print(f"  hf-static: batch {requested} does not fit; largest that fits: {batch_size}", flush=True)
-        result = timed_run(batch_size)
+        result = timed_generation(hf_model, tokenizer, texts, batch_size, args, "hf-static")
     seconds, counts, sampler, baseline = result
     batches = static_batches(lens, batch_size)
     return {

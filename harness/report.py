@@ -868,6 +868,14 @@ def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) ->
     return caps
 
 
+def attainment_grid(att: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean attainment per ``keys`` (strategy among them) and rate, one column per rate, the runs'
+    range (%) beside each mean."""
+    wide = att.groupby([*keys, "rate"], sort=False)["attainment"].agg(
+        lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})").unstack("rate").fillna("").reset_index()
+    return wide.assign(strategy=wide["strategy"].map(strategy_label))
+
+
 def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The screen's attainment per replay and SLO pair, and its capacities (``capacity_table``,
     paired by residual seed)."""
@@ -878,9 +886,7 @@ def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.Dat
 def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[Block]:
     if caps.empty:
         return []
-    wide = att.groupby(["slo", "workload", "strategy", "rate"], sort=False)["attainment"].agg(
-        lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})").unstack("rate").fillna("").reset_index()
-    wide["strategy"] = wide["strategy"].map(strategy_label)
+    wide = attainment_grid(att, ["slo", "workload", "strategy"])
     shown_caps = caps.assign(strategy=caps["strategy"].map(strategy_label), capacity=caps["text"],
                              **{"vs default": caps["vs default"].map(lambda v: "n/a" if np.isnan(v) else f"{v:.2f}x")}
                              ).drop(columns=["text", "ratio low", "bound"])
@@ -1057,9 +1063,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
     for folder, sw in sweeps.items():
         rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps
         workloads = sorted(set(rows["workload"]))
-        wide = att.groupby(["slo", "strategy", "rate"], sort=False)["attainment"].agg(
-            lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})").unstack("rate").fillna("").reset_index()
-        wide["strategy"] = wide["strategy"].map(strategy_label)
+        wide = attainment_grid(att, ["slo", "strategy"])
         facts = ([capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
                  + [price_fact(rows)] if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])

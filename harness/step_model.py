@@ -146,6 +146,14 @@ def predict_s(coeffs: dict[str, Any], prefill_tokens: int, decode_requests: int,
                * in_graph(prefill_tokens, decode_requests, coeffs.get("graph_tokens", GRAPH_TOKENS)))
 
 
+def write_fit(result: dict[str, Any], out: Path) -> None:
+    """Write the coefficients where ``sched_sim.py --step-model`` reads them, and say how well they fit."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{result['num_steps']} steps, output lag {result['output_lag_steps']}: R^2 {result['r2']:.4f}, "
+          f"mean relative error {result['mean_relative_error']:.3f}; coefficients {result['coefficients']} -> {out}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -155,12 +163,7 @@ def main(argv: list[str]) -> int:
     f.add_argument("--model", required=True, help="the model served (and its settings)")
     f.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    result = fit(args.logs, args.gpu, args.model)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{result['num_steps']} steps, output lag {result['output_lag_steps']}: R^2 {result['r2']:.4f}, "
-          f"mean relative error "
-          f"{result['mean_relative_error']:.3f}; coefficients {result['coefficients']} -> {args.out}")
+    write_fit(fit(args.logs, args.gpu, args.model), args.out)
     return 0
 
 

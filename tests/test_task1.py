@@ -122,7 +122,7 @@ class _OOMAbove:
 def test_static_batching_survives_oom_with_the_largest_batch_that_fits():
     model, tokenizer = t1.load_hf(str(TINY_DIR), dummy=True, device="cpu", seed=0)
     prompts = t1.load_prompts(t1.DEFAULT_PROMPTS, 7)
-    args = Namespace(max_new_tokens=4, fixed_output_len=True, static_batch_size=0, device="cpu")
+    args = Namespace(max_new_tokens=4, fixed_output_len=True, static_batch_size=0, device="cpu", progress=False)
     wrapped = _OOMAbove(model, limit=3)
     entry = t1.run_hf_static(wrapped, tokenizer, prompts, args, TINY_BYTES_PER_TOKEN)
     assert entry["batch_size"] == 3 and entry["requested_batch_size"] == 7
