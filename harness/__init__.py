@@ -1,5 +1,6 @@
 """The lab's supporting modules, one package: the sweeps (``sweep``) and the harness that runs one
-server configuration (``serve_bench``), the metrics and the front-end check (``lab_metrics``),
+server configuration (``serve_bench``), what the host's processes and GPU do meanwhile
+(``host_monitor``), the metrics and the front-end check (``lab_metrics``),
 provenance (``provenance``), the offline model files (``offline_model``), the in-process scheduler
 driver and replay simulator (``sched_sim``, ``step_model``), the results layer (``results``), and
 the report (``report``, rendered by ``document``). The handout's deliverables (``task1_vllm_vs_hf.py``,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import my_scheduler as ms
+from harness import host_monitor as hm
 from harness import serve_bench as sb
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +43,7 @@ def cpu_env() -> dict[str, str]:
 def group_alive(pgid: int) -> bool:
     """Whether a live (non-zombie) process is left in the server's process group (vLLM renames
     its processes, so their command lines cannot be searched)."""
-    return bool(sb.live_group_members(pgid))
+    return bool(hm.live_group_members(pgid))
 
 
 def server_groups(output: str) -> list[int]:
@@ -277,7 +278,7 @@ def test_slo_study_gives_strategy_f_its_ttft_target_and_reports_goodput(cpu_env,
 def _api_server_pids(pgid: int) -> list[int]:
     """The server's API-server processes: vLLM titles them APIServer_<i> when there are several."""
     pids = []
-    for pid in sb.live_group_members(pgid):
+    for pid in hm.live_group_members(pgid):
         try:
             title = (Path("/proc") / str(pid) / "cmdline").read_bytes()
         except OSError:

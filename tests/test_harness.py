@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 
 from harness import results as layer
+from harness import host_monitor as hm
 from harness import serve_bench as sb
 from harness.lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
                          read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
@@ -300,12 +301,12 @@ def test_other_servers_are_counted_but_not_clients_or_our_own(tmp_path):
     fake = tmp_path / "vllm"
     fake.write_text("#!/bin/sh\nsleep 30\n")
     fake.chmod(0o755)
-    baseline = sb.other_vllm_servers(None)
+    baseline = hm.other_vllm_servers(None)
     server = subprocess.Popen([str(fake), "serve", "m"], start_new_session=True)
     client = subprocess.Popen([str(fake), "bench", "serve"], start_new_session=True)
     try:
-        assert sb.other_vllm_servers(None) == baseline + 1
-        assert sb.other_vllm_servers(server.pid) == baseline
+        assert hm.other_vllm_servers(None) == baseline + 1
+        assert hm.other_vllm_servers(server.pid) == baseline
     finally:
         for proc in (server, client):
             proc.kill()
@@ -318,19 +319,19 @@ def test_server_cpu_load_reads_a_busy_process_group():
     spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"],
                             start_new_session=True)
     try:
-        before, start = sb.group_cpu_seconds(spin.pid), time.monotonic()
+        before, start = hm.group_cpu_seconds(spin.pid), time.monotonic()
         time.sleep(0.5)
-        load = sb.server_cpu_load(before, sb.group_cpu_seconds(spin.pid), time.monotonic() - start)
+        load = hm.server_cpu_load(before, hm.group_cpu_seconds(spin.pid), time.monotonic() - start)
     finally:
         spin.kill()
         spin.wait()
     assert [row["pid"] for row in load] == [spin.pid]
     assert 0 < load[0]["cpu_cores"] <= 1.1  # one Python thread: at most one core
-    rows = sb.server_cpu_load({1: ("a", 1.0), 2: ("b", 0.0)}, {1: ("a", 2.0), 2: ("b", 4.0), 3: ("c", 0.5)}, 2.0)
+    rows = hm.server_cpu_load({1: ("a", 1.0), 2: ("b", 0.0)}, {1: ("a", 2.0), 2: ("b", 4.0), 3: ("c", 0.5)}, 2.0)
     assert [(r["name"], r["cpu_cores"]) for r in rows] == [("b", 2.0), ("a", 0.5), ("c", 0.25)]
 
 
-class _ScriptedGpu(sb.GpuUtilSampler):
+class _ScriptedGpu(hm.GpuUtilSampler):
     """A GPU sampler that reads a given function of time instead of NVML."""
 
     def __init__(self, busy: Callable[[], float]) -> None:
@@ -357,7 +358,7 @@ def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
     gpu = _ScriptedGpu(lambda: 80.0 if 1.0 <= time.monotonic() - t0 <= 2.0 else 0.0)
     try:
         with gpu:
-            window = sb.LoadWindow(server.pid, gpu)
+            window = hm.LoadWindow(server.pid, gpu)
             sb.run_clients([sb.BenchClient(client, tmp_path / "client.log")], dict(os.environ), window)
             window.end()
     finally:
@@ -382,7 +383,7 @@ def test_gpu_sampler_without_a_gpu_records_nothing(monkeypatch):
     for hide_nvidia_ml_py in (False, True):
         if hide_nvidia_ml_py:
             monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now fails
-        with sb.GpuUtilSampler("0", interval_s=0.02) as gpu:
+        with hm.GpuUtilSampler("0", interval_s=0.02) as gpu:
             time.sleep(0.1)
         assert gpu.nvml is not None and hasattr(gpu.nvml, "nvmlInit")
         assert gpu.handle is None and gpu.samples == [] and gpu.report() is None
@@ -504,7 +505,7 @@ def test_a_client_that_fails_stops_the_other_clients_and_the_run(tmp_path):
     slow = [sys.executable, "-c", "import time; time.sleep(60); print('load sent'.upper(), flush=True)"]
     failing = [sys.executable, "-c", "import sys; print('error:', 'bad flag'.upper(), flush=True); sys.exit(2)"]
     clients = [sb.BenchClient(slow, tmp_path / "slow.log"), sb.BenchClient(failing, tmp_path / "failing.log")]
-    window = sb.LoadWindow(os.getpgid(0), _ScriptedGpu(lambda: 0.0))
+    window = hm.LoadWindow(os.getpgid(0), _ScriptedGpu(lambda: 0.0))
     with pytest.raises(sb.HarnessError, match=r"(?s)exit code 2.*error: BAD FLAG"):
         sb.run_clients(clients, dict(os.environ), window)
     assert clients[0].process is not None and clients[0].process.returncode < 0  # killed by a signal
@@ -546,9 +547,9 @@ def test_a_dry_run_with_every_result_present_shows_what_force_would_redo(tmp_pat
 
 
 def test_process_roles_follow_vllm_process_titles():
-    assert sb.process_role(-1, "VLLM::EngineCor", 7, 1) == "engine_core"
-    assert sb.process_role(-1, "VLLM::APIServer", 7, 4) == "api_server"
-    assert sb.process_role(7, "python3", 7, 1) == "api_server"  # one API server: the leader
-    assert sb.process_role(7, "python3", 7, 4) == "launcher"  # several: the leader only waits
-    assert sb.process_role(-1, "VLLM::Worker", 7, 1) == "worker"
-    assert sb.process_role(-1, "python3", 7, 1) == "other"
+    assert hm.process_role(-1, "VLLM::EngineCor", 7, 1) == "engine_core"
+    assert hm.process_role(-1, "VLLM::APIServer", 7, 4) == "api_server"
+    assert hm.process_role(7, "python3", 7, 1) == "api_server"  # one API server: the leader
+    assert hm.process_role(7, "python3", 7, 4) == "launcher"  # several: the leader only waits
+    assert hm.process_role(-1, "VLLM::Worker", 7, 1) == "worker"
+    assert hm.process_role(-1, "python3", 7, 1) == "other"
