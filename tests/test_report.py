@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import plot_results
-from harness import report, results as layer
+from harness import report, results as layer, rules
 from harness.document import render_markdown
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -180,7 +180,7 @@ def test_replay_validation_recomputed_from_the_files():
     of the GPU runs of the same load (one client, kept up), recomputed here straight from the JSON
     files; and the
     ranking of Strategy A against the default from the same numbers."""
-    v = report.replay_validation(layer.Results.load(RESULTS))
+    v = rules.replay_validation(layer.Results.load(RESULTS))
     v = v.set_index(["folder", "strategy", "workload", "rate", "metric"])
     checked = 0
     for sim_path in sorted((RESULTS / "replay_api-4").glob("*_run-1.json")):
@@ -204,7 +204,7 @@ def test_replay_validation_recomputed_from_the_files():
                 assert row["replays"] == 3 and row["error"] == pytest.approx(simulated / median - 1)
             checked += 1
     assert checked == 9  # task3_api-4_heavy pairs with replay_api-4_heavy, not read here
-    rank = report.replay_ranking(v.reset_index())
+    rank = rules.replay_ranking(v.reset_index())
     rank = rank[rank["strategy"] == "prefill-first"].set_index(["workload", "metric"])
     a, d = (v.loc[("task3_api-4", s, "fixed", "39", "ITL P99 (ms)")] for s in ("prefill-first", "default"))
     assert rank.loc[("fixed", "ITL P99 (ms)"), "same"] == ((a["sim"] > d["sim"]) == (a["real"] > d["real"]))
@@ -243,13 +243,13 @@ def test_capacity_interval_is_a_bootstrap_over_the_runs_of_each_rate():
     """Identical runs leave no spread (30 + 0.1 / 0.5 x 10 = 32 req/s); runs that differ give an
     interval around the capacity of their means, within what the extreme means allow."""
     same = pd.DataFrame({"rate": [30.0] * 3 + [40.0] * 3, "attainment": [1.0] * 3 + [0.5] * 3})
-    assert (report.boot_capacities(same, 200, np.random.default_rng(0)) == 32.0).all()
+    assert (rules.boot_capacities(same, 200, np.random.default_rng(0)) == 32.0).all()
     spread = same.assign(attainment=[1.0, 1.0, 1.0, 0.2, 0.5, 0.8])
-    draws = report.boot_capacities(spread, 2000, np.random.default_rng(0))
+    draws = rules.boot_capacities(spread, 2000, np.random.default_rng(0))
     lo, hi = np.percentile(draws, [2.5, 97.5])
     assert lo < 32.0 < hi and draws.min() >= 31.25 - 1e-9 and draws.max() <= 35.0 + 1e-9
-    assert report.interval_text(draws) == f"{lo:.1f}-{hi:.1f}"
-    assert report.interval_text(np.array([31.0, np.nan])) == "n/a"  # a resample met the SLO nowhere
+    assert rules.interval_text(draws) == f"{lo:.1f}-{hi:.1f}"
+    assert rules.interval_text(np.array([31.0, np.nan])) == "n/a"  # a resample met the SLO nowhere
 
 
 def budget_sweep_at_rate_inf() -> tuple[pd.DataFrame, dict[int, list[float]]]:
@@ -371,7 +371,7 @@ def test_gpu_slo_capacity_recomputed_from_the_committed_runs():
     f = [mean[("sjf-ontime", r)] for r in (60.0, 68.0, 76.0)]
     assert f[0] >= 0.9 > f[1]
     capacity = 60 + (f[0] - 0.9) / (f[0] - f[1]) * 8
-    caps = report.capacity_table(report.attainment_rows(layer.load_runs(RESULTS / HEAVY)), 500, paired=False)
+    caps = rules.capacity_table(rules.attainment_rows(layer.load_runs(RESULTS / HEAVY)), 500, paired=False)
     row = caps[(caps["slo"] == "ttft:500 tpot:50") & (caps["strategy"] == "sjf-ontime")].iloc[0]
     base = caps[(caps["slo"] == "ttft:500 tpot:50") & (caps["strategy"] == "default")].iloc[0]
     assert row["capacity"] == pytest.approx(capacity, abs=0.05) and np.isnan(base["capacity"])
@@ -385,10 +385,10 @@ def test_a_default_under_its_grid_gives_a_bound_and_unpaired_draws_are_stable():
                         "strategy": ["default"] * 6 + ["mine"] * 6,
                         "rate": [50.0] * 3 + [60.0] * 3 + [50.0] * 3 + [60.0] * 3,
                         "attainment": [0.5, 0.6, 0.7, 0.2, 0.3, 0.4, 1.0, 1.0, 1.0, 0.8, 0.9, 0.7]})
-    caps = report.capacity_table(att, 400, paired=False).set_index("strategy")
+    caps = rules.capacity_table(att, 400, paired=False).set_index("strategy")
     assert caps.loc["default", "text"] == "<50" and caps.loc["mine", "bound"]
     assert caps.loc["mine", "vs default"] == pytest.approx(caps.loc["mine", "capacity"] / 50)
-    again = report.capacity_table(att[att["strategy"] == "mine"], 400, paired=False)
+    again = rules.capacity_table(att[att["strategy"] == "mine"], 400, paired=False)
     assert again["95% interval"].iloc[0] == caps.loc["mine", "95% interval"]
 
 

@@ -1,0 +1,226 @@
+"""The rules the report's conclusions rest on, as numbers and booleans (the report words them):
+which runs count (``kept_up``), when two sets of runs differ (``separated``), which Task 2 budget
+saturates or suits chat, when rate-inf throughput measures the engine (``capacity_runs``), SLO
+capacity with bootstrap intervals (``capacity_table``), and the replay simulator's errors against
+the GPU runs (``replay_validation``).
+
+Each threshold is a named constant with the reason for its value beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from harness.results import BUDGET, BUSIEST_API, METRICS, THROUGHPUT, Results, Run, sort_key
+
+SATURATION_TOLERANCE = 0.05  # a budget within 5% of the best throughput counts as saturated
+CHAT_ITL_TOLERANCE = 0.10  # chat rule: ITL P99 within 10% of the best budget's
+SATURATED_CORE = 0.9  # a one-thread Python process at this share of a core has no slack left
+SATURATED_GPU = 90.0  # GPU busy this % of the load window: the GPU sets the pace
+MIN_RUNS_TO_SEPARATE = 3  # 3 against 3: two equal strategies separate by chance 1 time in 10
+SCREEN_SLOS = ("ttft:500 tpot:50", "ttft:200 tpot:25")  # the lab's pair, and the tight one
+REPLAY_METRICS = (*METRICS, THROUGHPUT)
+REPLAY_GOAL = {"P50": 0.10, "P99": 0.20, "Throughput": 0.05}  # issue #17's targets, relative error
+Comparison = tuple[tuple[str, str, str], str, pd.DataFrame, pd.DataFrame]
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b, inf when b is 0 (a division by a zero latency must not crash the report)."""
+    return a / b if b else math.inf
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman rank correlation (average ranks for ties), without scipy."""
+    return float(np.corrcoef(pd.Series(x).rank(), pd.Series(y).rank())[0, 1])
+
+
+def separated(a: pd.Series, b: pd.Series) -> bool:
+    """Every run of one side beyond every run of the other, with at least 3 runs a side. Medians
+    alone say little here: near saturation, runs with one seed's identical arrivals and prompts
+    still give TTFT medians several-fold apart."""
+    enough = min(len(a.dropna()), len(b.dropna())) >= MIN_RUNS_TO_SEPARATE
+    return bool(enough and (a.max() < b.min() or b.max() < a.min()))
+
+
+def separating(own: pd.DataFrame, base: pd.DataFrame,
+               columns: tuple[str, ...] = (*METRICS, THROUGHPUT)) -> list[str]:
+    """The columns on which two sets of runs separate."""
+    return [c for c in columns if separated(own[c], base[c])]
+
+
+def kept_up(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[~rows["lagged"]] if not rows.empty else rows
+
+
+def spread_pct(part: pd.DataFrame, column: str, by: str) -> float:
+    """Largest (max - min) / median of ``column`` over the runs of one ``by`` value, in %."""
+    grouped = part.groupby(by)[column]
+    return float(((grouped.max() - grouped.min()) / grouped.median()).max() * 100)
+
+
+def saturation_budget(med: pd.DataFrame) -> tuple[int, float]:
+    """Rule: the smallest budget whose median throughput is within 5% of the best budget's."""
+    best = med[THROUGHPUT].max()
+    return int(med.loc[med[THROUGHPUT] >= (1 - SATURATION_TOLERANCE) * best, BUDGET].min()), float(best)
+
+
+def chat_budget(med: pd.DataFrame) -> int:
+    """Rule: among budgets whose ITL P99 is within 10% of the best, the lowest TTFT P99 (a chat
+    user feels the token pace first, then the wait for the first token)."""
+    ok = med[med["ITL P99 (ms)"] <= (1 + CHAT_ITL_TOLERANCE) * med["ITL P99 (ms)"].min()]
+    return int(ok.sort_values(["TTFT P99 (ms)", BUDGET]).iloc[0][BUDGET])
+
+
+def capacity_runs(part: pd.DataFrame) -> dict[int, pd.Series] | None:
+    """Rate-inf throughput per budget where it measures the engine: every run counts, lagged or
+    not (a merged chunk carries the same tokens), provided no API server had a full core (the front
+    end did not hold the engine back; recorded in every run) and each of 2 budgets or more has 3
+    runs. None otherwise."""
+    by_budget = part.groupby(BUDGET)[THROUGHPUT]
+    if (by_budget.ngroups < 2 or by_budget.size().min() < MIN_RUNS_TO_SEPARATE
+            or part[BUSIEST_API].isna().any() or part[BUSIEST_API].max() >= SATURATED_CORE):
+        return None
+    return dict(list(by_budget))
+
+
+def against_default(rows: pd.DataFrame) -> Iterator[Comparison]:
+    """Each (point, strategy, its runs, the default's runs) among the runs that kept up."""
+    if rows.empty:
+        return
+    for point, part in kept_up(rows).groupby(["folder", "workload", "rate"], sort=False):
+        base = part[part["strategy"] == "default"]
+        for name, own in part[part["strategy"] != "default"].groupby("strategy", sort=False):
+            if not base.empty:
+                yield point, name, own, base
+
+
+def slo_capacity(rates: pd.Series, attained: pd.Series, level: float = 0.9) -> float:
+    """Highest rate with attainment >= ``level``, linear between the grid rates around the last
+    crossing; the top rate where all meet it (a lower bound), NaN where none does."""
+    r, a = np.asarray(rates, float), np.asarray(attained, float)
+    ok = np.flatnonzero(a >= level)
+    if not len(ok) or ok[-1] == len(r) - 1:
+        return r[-1] if len(ok) else float("nan")
+    i = ok[-1]
+    return r[i] + (a[i] - level) / (a[i] - a[i + 1]) * (r[i + 1] - r[i])
+
+
+def boot_capacities(g: pd.DataFrame, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """SLO capacities of ``draws`` bootstrap resamples: at each rate the runs are drawn with
+    replacement and their attainment averaged, then ``slo_capacity`` of those means."""
+    rates = sorted(g["rate"].unique())
+    means = np.column_stack([rng.choice(v, size=(draws, len(v))).mean(axis=1) for v in
+                             (g.loc[g["rate"] == r, "attainment"].to_numpy() for r in rates)])
+    return np.array([slo_capacity(pd.Series(rates), pd.Series(row)) for row in means])
+
+
+def interval_text(draws: np.ndarray, digits: int = 1, suffix: str = "") -> str:
+    """A 95% percentile interval, or n/a where a resample met the SLO at no rate of the grid."""
+    if np.isnan(draws).any():
+        return "n/a"
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return f"{lo:.{digits}f}-{hi:.{digits}f}{suffix}"
+
+
+def attainment_rows(runs: list[Run], slos: tuple[str, ...] = SCREEN_SLOS) -> pd.DataFrame:
+    """One row per run and SLO pair: its attainment and the share of kept requests over the TPOT term."""
+    att = pd.DataFrame([{"slo": slo, "strategy": r.config["scheduler"], "workload": r.config["workload"],
+                         "rate": float(r.config["rate"]), "run": r.config["run"], "attainment": a["attainment"],
+                         "tpot missed": a["num_missed_by_term"]["tpot"] / a["num_kept"]}
+                        for r in runs for slo in slos for a in [r.attainment(slo)]])
+    return att if att.empty else att.sort_values(["slo", "workload", "strategy", "rate", "run"], key=sort_key,
+                                                 kind="stable")
+
+
+def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) -> pd.DataFrame:
+    """SLO capacity per SLO pair, workload and strategy (of the runs' mean attainment) with a
+    bootstrap interval, and its ratio to the default's with one. ``paired``: every group resampled
+    with the same generator, so run k of one strategy is drawn with run k of the default (replays
+    of one residual seed); GPU runs share nothing, so each group draws on its own. A default that
+    meets the SLO at no rate of its grid gives a bound: the ratio to its lowest rate (``'>'``)."""
+    keys = ["slo", "workload", "strategy"]
+    mean = att.groupby([*keys, "rate"], sort=False)["attainment"].mean().reset_index()
+    caps = mean.groupby(keys, sort=False).apply(lambda g: slo_capacity(g["rate"], g["attainment"])
+                                                ).rename("capacity").reset_index()
+    boot = {key: boot_capacities(g, draws, np.random.default_rng(0 if paired else zlib.crc32(repr(key).encode())))
+            for key, g in att.groupby(keys, sort=False)}  # unpaired: each group's own stream, stable
+    grid = att.groupby(keys, sort=False)["rate"].agg(["min", "max"])
+    caps["95% interval"] = [interval_text(boot[tuple(k)]) for k in caps[keys].values]
+    caps["text"] = [f"<{grid.loc[tuple(k), 'min']:.0f}" if np.isnan(c) else
+                    (f">={c:.0f}" if c == grid.loc[tuple(k), "max"] else f"{c:.1f}")
+                    for c, k in zip(caps["capacity"], caps[keys].values)]  # outside the grid: a bound
+    base_cap = caps[caps["strategy"] == "default"].set_index(["slo", "workload"])["capacity"]
+    ratios, points, bound = [], [], []
+    for (slo, w, st), cap in zip(caps[keys].values, caps["capacity"]):
+        base, below = boot.get((slo, w, "default")), False
+        if base is None:
+            ratios.append(np.array([np.nan]))
+            points.append(np.nan)
+        else:
+            below = bool(np.isnan(base).all()) and st != "default"
+            lowest = grid.loc[(slo, w, "default"), "min"]  # a default under its grid: a lower bound
+            ratios.append(boot[(slo, w, st)] / (lowest if below else base))
+            points.append(cap / (lowest if below else base_cap[(slo, w)]))
+        bound.append(below)
+    caps["vs default"] = points
+    caps["bound"] = bound
+    caps["ratio interval"] = [interval_text(r, 2, "x") for r in ratios]
+    caps["ratio low"] = [np.nan if np.isnan(r).any() else np.percentile(r, 2.5) for r in ratios]
+    return caps
+
+
+def is_sweep(rows: pd.DataFrame) -> bool:
+    """One load at several rates under more than one strategy."""
+    return rows.groupby("workload")["rate"].nunique().max() > 1 and rows["strategy"].nunique() > 1
+
+
+def replay_validation(res: Results) -> pd.DataFrame:
+    """One row per replayed point and metric: the replays' median and range (``replay_<name>``, one
+    per residual seed) against the GPU runs of the same strategy, workload and rate in
+    ``task2_<name>`` / ``task3_<name>`` (one client, front end kept up): their median, range and
+    values; relative error of the medians."""
+    out = []
+    for name in res.folders("replay"):
+        suffix = name.split("_", 1)[1]
+        real = [res.folder_rows(f) for t in ("task2", "task3") for f in res.folders(t) if f.endswith("_" + suffix)]
+        if not real:  # a replay folder without GPU runs of its loads (the screen) validates nothing
+            continue
+        real = pd.concat(real)
+        real = kept_up(real[real["clients"] == 1])
+        keys = ["strategy", "workload", "rate"]
+        for (strategy, workload, rate), sim in res.folder_rows(name).groupby(keys, sort=False):
+            match = real[(real["strategy"] == strategy) & (real["workload"] == workload) & (real["rate"] == rate)]
+            for folder, g in match.groupby("folder", sort=False):
+                out += [{"folder": folder, "strategy": strategy, "workload": workload, "rate": rate, "metric": c,
+                         "real": g[c].median(), "low": g[c].min(), "high": g[c].max(), "runs": len(g),
+                         "values": tuple(g[c]), "sim": sim[c].median(), "sim low": sim[c].min(),
+                         "sim high": sim[c].max(), "replays": len(sim)} for c in REPLAY_METRICS]
+    v = pd.DataFrame(out)
+    if not v.empty:
+        v["error"] = v["sim"] / v["real"] - 1
+        goal = v["metric"].map(lambda c: next(g for k, g in REPLAY_GOAL.items() if k in c))
+        v["within goal"] = v["error"].abs() <= goal
+        v["in range"] = v["sim"].between(v["low"], v["high"]).where(v["runs"] >= 2)  # None: one run
+    return v
+
+
+def replay_ranking(v: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy of ours, point and metric: does the simulator order it and the default as the
+    GPU runs do? The GPU orders them only where their runs separate (``separated``); medians otherwise."""
+    rows = []
+    for (folder, workload, rate, metric), g in v.groupby(["folder", "workload", "rate", "metric"], sort=False):
+        g = g.set_index("strategy")
+        for other in (s for s in g.index if s != "default" and "default" in g.index):
+            a, d = g.loc[other], g.loc["default"]
+            rows.append({"strategy": other, "folder": folder, "workload": workload, "rate": rate, "metric": metric,
+                         "GPU separated": separated(pd.Series(a["values"]), pd.Series(d["values"])),
+                         "GPU higher": a["real"] > d["real"], "sim higher": a["sim"] > d["sim"]})
+    r = pd.DataFrame(rows)
+    if not r.empty:
+        r["same"] = r["GPU higher"] == r["sim higher"]
+    return r
