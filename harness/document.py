@@ -1,6 +1,8 @@
-"""The report as a list of blocks (headings, paragraphs, bullets, tables, figures) and its two
+"""The report as a list of blocks (headings, paragraphs, bullets, tables, figures) and its
 renderings, Markdown and PDF (fpdf2): what the report says is built in ``harness/report.py``, how
-it looks is decided here, once for both outputs."""
+it looks is decided here, once for all outputs. A block marked ``appendix`` (a table of every
+point's values, and a heading that only introduces such tables) goes to the appendix,
+``tables.md``, not to the report, which keeps the analysis."""
 
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ class Block:
     level: int = 2
     items: list[str] = field(default_factory=list)
     table: pd.DataFrame | None = None
+    appendix: bool = False
 
 
-def heading(text: str, level: int = 2) -> Block:
-    return Block("heading", text=text, level=level)
+def heading(text: str, level: int = 2, appendix: bool = False) -> Block:
+    return Block("heading", text=text, level=level, appendix=appendix)
 
 
 def para(text: str) -> Block:
@@ -34,8 +37,31 @@ def bullets(items: list[str]) -> Block:
     return Block("bullets", items=[i for i in items if i])
 
 
-def table(frame: pd.DataFrame) -> Block:
-    return Block("table", table=frame)
+def table(frame: pd.DataFrame, appendix: bool = False) -> Block:
+    return Block("table", table=frame, appendix=appendix)
+
+
+def report_blocks(blocks: list[Block]) -> list[Block]:
+    """The report: every block but the appendix's."""
+    return [b for b in blocks if not b.appendix]
+
+
+def appendix_blocks(blocks: list[Block]) -> list[Block]:
+    """The appendix (``tables.md``): every table under its headings, and the sentences that say a
+    section has no results."""
+    kept = [b for b in blocks if b.kind in ("heading", "table") or b.text.startswith("No ")]
+    return [b for i, b in enumerate(kept) if b.kind != "heading" or _introduces_content(kept, i)]
+
+
+def _introduces_content(blocks: list[Block], i: int) -> bool:
+    """Whether heading ``i`` has a table or sentence under it before the next heading of its
+    level or above (a heading over nothing is left out of the appendix)."""
+    for b in blocks[i + 1:]:
+        if b.kind != "heading":
+            return True
+        if b.level <= blocks[i].level:
+            return False
+    return False
 
 
 def image(results_dir: Path, name: str, caption: str) -> Block:

@@ -3,8 +3,9 @@
     .venv/bin/python plot_results.py [--results results] [--pdf]
 
 ``plot_results.main`` reads the results once, writes the CSVs and figures, then calls
-``write_report``. The report is a list of blocks (``harness/document.py``) rendered to Markdown, to
-PDF and, tables only, to ``tables.md``. Every number is read or computed from a results file
+``write_report``. The report is a list of blocks (``harness/document.py``) rendered to Markdown and
+PDF; every table, and the blocks marked ``appendix`` (each setting's and point's values), go to its
+appendix, ``tables.md``, so the report itself states what the data show. Every number is read or computed from a results file
 through the results layer (``harness/results.py``); a section without data says so. The rules
 behind each conclusion (when runs separate, which budget saturates, SLO capacity and its intervals)
 are in ``harness/rules.py``: this module words what they return.
@@ -26,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from harness import step_model
-from harness.document import Block, bullets, heading, image, para, render_markdown, render_pdf, table
+from harness.document import (Block, appendix_blocks, bullets, heading, image, para, render_markdown, render_pdf,
+                               report_blocks, table)
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, METRICS,
                              MIB, THROUGHPUT, WHOLE_REQUESTS, Results, date_range, load_label,
                              meta_field, point_table, provenance_line, shown, sitting_text, span_text,
@@ -120,17 +122,16 @@ def environment_section(res: Results) -> list[Block]:
 
 
 def task1_facts(results: dict[str, Any]) -> list[str]:
-    """The numbers behind Task 1's questions: speed-ups, KV peaks, padding, reserved pool."""
+    """The numbers behind Task 1's questions: speed-up, KV peaks, padding, reserved pool."""
     methods = results["methods"]
     serial, static, vllm = (methods.get(k) for k in ("hf-serial", "hf-static", "vllm"))
     facts = []
-    for fast, slow, name in ((vllm, serial, "vLLM vs transformers serial"),
-                             (vllm, static, "vLLM vs transformers static batching"),
-                             (static, serial, "Static batching vs serial")):
-        if fast and slow:
-            facts.append(f"{name}: {tok_s(fast['output_tokens_per_s'])} vs "
-                         f"{tok_s(slow['output_tokens_per_s'])}, "
-                         f"{factor(ratio(slow['total_s'], fast['total_s']))} faster.")
+    if vllm and serial:
+        facts.append(f"Continuous batching in paged memory: vLLM is {factor(ratio(serial['total_s'], vllm['total_s']))} "
+                     f"faster than serial generation ({tok_s(vllm['output_tokens_per_s'])} against "
+                     f"{tok_s(serial['output_tokens_per_s'])})" + (
+                         f" and {factor(ratio(static['total_s'], vllm['total_s']))} faster than static batching"
+                         if static else "") + ".")
     if static:
         pad = static["padding"]
         facts.append(f"Static batching (batch {static['batch_size']}) pads every prompt to the "
@@ -206,12 +207,12 @@ def frontend_section(res: Results) -> list[Block]:
     lift = lift_rows(res)
     if not lift.empty:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
-                   para(LIFT_INTRO), table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT))),
+                   para(LIFT_INTRO), table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), appendix=True),
                    bullets(lift_facts(lift, rows, below_saturation_rows(res)))]
     for folder in (n for n in res.folders("task2") if n.startswith(LIFT_PREFIX) and n.endswith(GATED_SUFFIX)):
         gated = res.folder_rows(folder)
         blocks += [heading(f"Does the client limit? One process against two started together ({folder})", 3),
-                   table(front_end_table([gated], (*CORES, THROUGHPUT)))]
+                   table(front_end_table([gated], (*CORES, THROUGHPUT)), appendix=True)]
         if fact := gated_client_fact(gated):
             blocks.append(bullets([fact]))
     withdrawn = [text for folders, text in WITHDRAWN.items()
@@ -315,8 +316,8 @@ LIFT_INTRO = (
     "one API server, the OpenAI front end spread over several processes (`--api-server-count`), and "
     "the load sent by one `vllm bench serve` process or split over two; then, in a second sitting, "
     "with 4 API servers at Poisson rates below saturation (16 req/s and 0.9 x the capacity measured "
-    "at rate inf). Each row gives the median over its runs and the completeness range; cores are "
-    "averages over the load window.")
+    "at rate inf). Its table (`tables.md`) gives each setting's median over its runs and completeness "
+    "range; cores are averages over the load window.")
 
 
 def lift_rows(res: Results) -> pd.DataFrame:
@@ -439,9 +440,7 @@ def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]
                            for rate, part in sorted(one.groupby("rate"), key=lambda kv: -float(kv[0])))
     lagged = int(below["lagged"].sum())
     rates = " and ".join(sorted({str(r) for r in below["rate"]}, key=float))
-    by_rate = below.groupby("rate")
-    itl = "; ".join(f"{part['ITL P50 (ms)'].median():.1f} ms at {rate} req/s"
-                    for rate, part in sorted(by_rate, key=lambda kv: float(kv[0])))
+    itl = below.groupby("rate")["ITL P50 (ms)"].median()
     late = ", ".join(f"{strategy_label(name)} {value:.1f}%"
                      for name, value in below.groupby("strategy", sort=False)[LATE_GAPS].median().items())
     return [
@@ -453,7 +452,7 @@ def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]
            "event loop, and a step of a few milliseconds leaves it no slack." if against else "."),
         f"The engine core used {span_text(below[ENGINE_CORES], 2)} of a core at every one of these "
         f"rates and the GPU was busy {span_text(below[GPU_UTIL], 0)}% of the load window, while ITL "
-        f"P50 (median of runs) was {itl}. The engine core runs its steps back to back whenever "
+        f"P50 (median of each rate's runs) went from {itl.min():.1f} to {itl.max():.1f} ms. The engine core runs its steps back to back whenever "
         "requests are in flight, so a full core there means a loop that never waits, not a saturated one; with "
         "the GPU idle about half the time at every load, host-side work, not the GPU, sets the step "
         "time of this 0.6B model.",
@@ -576,11 +575,12 @@ def task2_section(res: Results) -> list[Block]:
                        f"other server flags `{other_flags}`; budgets "
                        f"{', '.join(map(str, present))}"
                        + (f" (missing from the handout's grid: {', '.join(map(str, missing))})" if missing else "")
-                       + f"; median over runs, completeness range of the runs beside it. "
+                       + f"; each setting's table (median over runs, completeness range beside it) is in "
+                       "`tables.md`, the figures draw every run. "
                        f"{provenance_line([r.meta for r in res.runs('task2')])}."))
     for (name, rate), part in task2_table(rows).groupby(["setting", "rate"], sort=False):
-        blocks += [heading(f"{name}, {load_label(rate)}", 3),
-                   table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")))]
+        blocks += [heading(f"{name}, {load_label(rate)}", 3, appendix=True),
+                   table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")), appendix=True)]
     return blocks + [image(res.folder, "task2_A1_latency.png", "A1: budget vs TTFT/ITL P50/P99"),
                      image(res.folder, "task2_A2_throughput.png", "A2: budget vs throughput"),
                      heading("Answers from the data", 3), bullets(task2_answers(rows, res.budget_steps))]
@@ -618,11 +618,16 @@ def unit_less(column: str) -> str:
 
 
 def separations(rows: pd.DataFrame) -> list[str]:
-    """'Strategy A: prefill-first ITL P99 3.99x (fixed, 39 req/s)' for every metric that separates."""
-    return [f"{strategy_label(name)} {unit_less(c)} "
-            f"{factor(ratio(own[c].median(), base[c].median()))} ({workload}, {rate} req/s)"
-            for (_, workload, rate), name, own, base in against_default(rows)
-            for c in separating(own, base)]
+    """Per strategy, the metrics on which its runs and the default's separate at some point, with
+    the range of strategy / default (medians): 'Strategy A: prefill-first ITL P99 3.99-5.07x (2 points)'."""
+    found = pd.DataFrame([{"strategy": name, "metric": unit_less(c), "x": ratio(own[c].median(), base[c].median())}
+                          for _, name, own, base in against_default(rows) for c in separating(own, base)])
+    if found.empty:
+        return []
+    spans = lambda x: factor(x.iloc[0]) if len(x) == 1 else f"{x.min():.2f}-{x.max():.2f}x ({len(x)} points)"  # noqa: E731
+    return [f"{strategy_label(name)} " + ", ".join(f"{metric} {spans(x)}" for metric, x in
+                                                     g.groupby("metric", sort=False)["x"])
+            for name, g in found.groupby("strategy", sort=False)]
 
 
 def task3_answers(rows: pd.DataFrame) -> list[str]:
@@ -662,7 +667,7 @@ def task3_section(res: Results) -> list[Block]:
                para(f"Server flags `{cfg.get('server_args', '').strip()}`; a request slower than "
                     f"{cfg.get('timeout_s')} s end to end is a timeout, failures count as +inf "
                     f"latency; mixed and fallback steps from the engine-side recorder (our "
-                    f"strategies only). {provenance_line([r.meta for r in res.runs('task3')])}.")]
+                    f"strategies only); each point's table is in `tables.md`. {provenance_line([r.meta for r in res.runs('task3')])}.")]
     sweeps = capacity_folders(res)  # their runs are read in section 6, as SLO capacity
     rows = rows[~rows["folder"].isin(sweeps)]
     for folder in (f for f in res.folders("task3") if f not in sweeps):
@@ -671,7 +676,7 @@ def task3_section(res: Results) -> list[Block]:
             title = f"{workload}, {load_label(rate)}" + (f" ({folder})" if folder != "task3" else "")
             blocks += [heading(title, 3),
                        table(shown(point_table(part, ["setting", "strategy"]),
-                                   (BUDGET, "attainment", "goodput (req/s)"))),
+                                   (BUDGET, "attainment", "goodput (req/s)")), appendix=True),
                        image(res.folder, f"{folder}_3A_cdf_{workload}_rate-{rate}.png",
                              f"3A: TTFT and ITL CDFs, {title}, every run")]
             factors = factors_table(part)
@@ -681,9 +686,8 @@ def task3_section(res: Results) -> list[Block]:
                 blocks.append(para(lag_sentence(part, "this point's lagged runs")))
             if not workload.startswith("fixed") and {"sjf", "sjf-ontime"} & set(part["strategy"]):
                 by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
-                blocks += [heading(f"TTFT by prompt length: {title}", 4),
-                           para("Prompt-length quartiles, pooled over each strategy's runs:"),
-                           table(shown(by_len))]
+                blocks += [heading(f"TTFT by prompt-length quartile, each strategy's runs pooled: {title}", 4,
+                                   appendix=True), table(shown(by_len), appendix=True)]
     blocks += [heading("Answers from the data", 3), bullets(task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
@@ -741,9 +745,9 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
     fixed = caps[caps["workload"] == "fixed"].set_index(["slo", "strategy"])
     ours = caps[caps["strategy"] != "default"]
     best = ours.groupby("strategy")["vs default"].max()
-    gain = "; ".join(f"{strategy_label(r['strategy'])} {'>=' * r['text'].startswith('>=')}{r['vs default']:.2f}x "
-                     f"({r['workload']}, {r['slo']})" for r in
-                     ours[ours["vs default"] >= 1.05].sort_values("vs default", ascending=False).to_dict("records"))
+    gaining = ours[ours["vs default"] >= 1.05]
+    gain = "; ".join(f"{strategy_label(s)} at {len(g)} of {len(ours[ours['strategy'] == s])} pairs and loads"
+                     for s, g in gaining.groupby("strategy", sort=False))
     capped = ours[ours["text"].str.startswith(">=")]  # met at the grid's top rate: a lower bound
     bound = ("" if capped.empty else " Where a capacity reads '>=', every grid rate met the SLO: the ratio is a lower "
              "bound, and the grid must reach higher rates before a strategy is ruled out of 1.2x.")
@@ -774,9 +778,11 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
                  f"req/s under it against {fixed.loc[(SCREEN_SLOS[0], 'default'), 'text']} under the lab's "
                  "pair; requests over the TPOT term: at most "
                  + " and ".join(f"{att.loc[att['slo'] == slo, 'tpot missed'].max():.0%}" for slo in SCREEN_SLOS)
-                 + " of a replay's kept requests under the two pairs. Cells: mean attainment (replays' range, %)."), table(wide), table(shown_caps),
-            bullets([f"{verdict} At 1.05x or more: {gain or 'none'}: the candidates for GPU runs (3 or more per "
-                     "point, at rates around the default's capacity and theirs)." + bound,
+                 + " of a replay's kept requests under the two pairs. The appendix (`tables.md`) gives every "
+                   "point's mean attainment (replays' range, %) and every capacity with its interval."),
+            table(wide, appendix=True), table(shown_caps, appendix=True),
+            bullets([f"{verdict} At 1.05x the default's capacity or more: {gain or 'none'}: the candidates for GPU "
+                     "runs (3 or more per point, at rates around the default's capacity and theirs)." + bound,
                      "Expected to earn nothing (at most 1.00x at every pair and load): "
                      f"{', '.join(map(strategy_label, best[best <= 1.0].index)) or 'none'}. Identical replays "
                      f"(same attainment everywhere): {'; '.join(same) or 'none'}. D and E ran at their "
@@ -923,7 +929,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                         "and intervals as there, but each strategy's runs resampled on their own (GPU runs of two "
                         f"strategies share no seed). Pace set by {pace_setter(rows)}. "
                         f"{provenance_line([r.meta for r in runs])}."),
-                   table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES))),
+                   table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), appendix=True),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),
                    image(res.folder, f"{folder}_pareto.png", "P99 TTFT against P99 ITL, one point per strategy and rate"),
                    bullets(facts)]
@@ -1127,8 +1133,8 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
         if task == "task2":
             items += [f"Task 2, {v[0].lower()}{v[1:]}" for v in task2_verdicts(rows)[:1]]
         if task == "task3" and (found := separations(rows)):
-            items.append("Task 3, runs that kept up: every run of a strategy beyond every run of the "
-                         f"default (strategy / default, medians) on {'; '.join(found)}; nothing else separated.")
+            items.append("Task 3, runs that kept up: where every run of a strategy lies beyond every run of "
+                         f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")
     for folder, sw in sweeps.items():
         caps = sw.caps[sw.caps["slo"] == SCREEN_SLOS[0]]
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps)
@@ -1147,7 +1153,8 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
 def build_report(res: Results) -> list[Block]:
     intro = para("Generated by `plot_results.py` from the JSON files in this folder (`.venv/bin/python plot_results.py "
                  "--pdf` regenerates it); every number below is read from, or computed from, a results file. "
-                 "Tables: `tables.md`; per-run values: `<folder>_runs.csv`.")
+                 "This is the analysis: every point's values are in its appendix, `tables.md` (under the same "
+                 "headings), and every run's in `<folder>_runs.csv`.")
     sweeps = slo_sweeps(res)
     return ([heading("Lab 3 report: prefill/decode scheduling in vLLM", 1), intro]
             + environment_section(res) + task1_section(res) + frontend_section(res)
@@ -1164,14 +1171,14 @@ def newest_date(res: Results) -> datetime | None:
 
 
 def write_report(res: Results, pdf: bool = False) -> list[Path]:
-    """Write ``tables.md`` (the report's tables under their headings), ``REPORT.md`` and, with
-    ``pdf``, ``report.pdf`` into the results folder."""
+    """Write ``tables.md`` (the appendix: every table under its headings), ``REPORT.md`` (the
+    analysis) and, with ``pdf``, ``report.pdf`` (the same as ``REPORT.md``) into the results folder."""
     blocks = build_report(res)
-    tables = [b for b in blocks if b.kind in ("heading", "table") or b.text.startswith("No ")]
+    tables = [heading("Lab 3 tables: every point's values (the appendix of REPORT.md)", 1)] + appendix_blocks(blocks[1:])
     written = [res.folder / "tables.md", res.folder / "REPORT.md"]
     written[0].write_text(render_markdown(tables))
-    written[1].write_text(render_markdown(blocks))
+    written[1].write_text(render_markdown(report_blocks(blocks)))
     if pdf:
         written.append(res.folder / "report.pdf")
-        render_pdf(blocks, res.folder, written[-1], created=newest_date(res))
+        render_pdf(report_blocks(blocks), res.folder, written[-1], created=newest_date(res))
     return written

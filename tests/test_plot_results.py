@@ -156,7 +156,7 @@ def test_a_new_folder_of_runs_is_another_setting(tmp_path):
     assert len(table) == 4 and set(table["runs"]) == {1}
     assert plot_results.main(["--results", str(tmp_path)]) == 0
     assert (tmp_path / "task2_lifted_runs.csv").is_file()
-    assert "### task2_lifted: 4 API servers, 2 clients, rate inf" in (tmp_path / "REPORT.md").read_text()
+    assert "### task2_lifted: 4 API servers, 2 clients, rate inf" in (tmp_path / "tables.md").read_text()
 
 
 def test_slo_attainment_matches_an_independent_computation():

@@ -78,9 +78,18 @@ def test_report_from_the_committed_results(tmp_path):
              and r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
     assert f"kept up in {sum(not f['lagged'] for f in below)} of {len(below)} runs" in lift
 
+    # The report is the analysis; every table, each setting's and point's among them, is in its
+    # appendix, tables.md, under the same headings.
+    appendix = (results / "tables.md").read_text()
+    tables = lambda md: {line for line in md.splitlines() if line.startswith("|")}  # noqa: E731
+    assert tables(text) < tables(appendix)
+    assert "### task2_api-4_budgets: 4 API servers, 1 client, rate inf" in section(appendix, "## 4 Task 2")
+    assert "#### TTFT by prompt-length quartile" in section(appendix, "## 5 Task 3")
+    assert "task2_api-4_budgets: 4 API servers" not in "".join(h for h in text.splitlines() if h.startswith("#"))
     # Nearly every Task 2 run lagged: the tables stand, but no rule is applied to them.
     task2 = section(text, "## 4 Task 2")
-    assert "| lagged" in task2 and "Saturation rule" not in task2 and "Chat rule" not in task2
+    assert "| lagged" in section(appendix, "## 4 Task 2") and not tables(task2)
+    assert "Saturation rule" not in task2 and "Chat rule" not in task2
     assert "there are none yet" in task2
     task3 = section(text, "## 5 Task 3")
     assert "No scheduler conclusion from this point" in task3
@@ -90,7 +99,6 @@ def test_report_from_the_committed_results(tmp_path):
                  "figures/task3_3A_cdf_fixed_rate-40.png", "figures/task3_api-4_heavy_pareto.png"):
         assert f"]({link})" in text and (results / link).is_file()
     assert (results / "task2_runs.csv").is_file() and (results / "task3_api-4_heavy_runs.csv").is_file()
-    assert "| lagged" in (results / "tables.md").read_text()
 
     pdf = results / "report.pdf"
     assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size < 2 * 2**20
@@ -165,8 +173,10 @@ def test_task3_answers_claim_only_what_every_run_separates():
     few = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 5})])
     assert "every run beyond every run on ITL P99" in report.task3_answers(few)[0]
     assert "too few runs" in report.task3_answers(few.iloc[1:])[0]
-    assert report.separations(twin) == [] and report.separations(few) == [
-        "Strategy B1: SJF ITL P99 5.00x (fixed, 39 req/s)"]
+    assert report.separations(twin) == [] and report.separations(few) == ["Strategy B1: SJF ITL P99 5.00x"]
+    thrice = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 3})])
+    assert report.separations(pd.concat([few, thrice.assign(rate="40")])) == [
+        "Strategy B1: SJF ITL P99 3.00-5.00x (2 points)"]  # the summary's range over points
     # The withdrawn claim "SJF beats the default on the fixed-length load", settled by these runs.
     assert report.task3_verdicts(twin) == [
         "SJF beating the default on the fixed-length load (fixed, 39 req/s, 3 / 3 runs): does not hold; "
@@ -462,3 +472,16 @@ def test_the_gated_clients_sitting_gets_its_own_comparison(tmp_path):
     assert ("the client is not shown to limit this load" in fact) is not faster
     # The study's own table and facts are unchanged: they read task2_api-<N> folders only.
     assert report.lift_rows(layer.Results.load(results))["folder"].str.endswith("_gated").sum() == 0
+
+
+def test_the_appendix_keeps_every_table_and_the_report_none_of_the_appendix_blocks():
+    """Blocks marked appendix go to tables.md only; tables.md keeps every table under its
+    headings and leaves out a heading with nothing under it."""
+    from harness.document import appendix_blocks, bullets, heading, para, report_blocks, table
+    frame = pd.DataFrame({"x": [1]})
+    blocks = [heading("A"), para("analysis"), table(frame), heading("B", 3, appendix=True),
+              table(frame, appendix=True), heading("C", 3), bullets(["a finding"]), heading("D"),
+              para("No Task 3 results.")]
+    assert [b.text for b in report_blocks(blocks) if b.kind == "heading"] == ["A", "C", "D"]
+    kept = appendix_blocks(blocks)
+    assert [b.text or b.kind for b in kept] == ["A", "table", "B", "table", "D", "No Task 3 results."]
