@@ -221,8 +221,9 @@ def frontend_section(res: Results) -> list[Block]:
         blocks += [para("Withdrawn until runs whose front end kept up exist: the earlier report's "
                         "conclusions below rested on lagged runs and may be front-end effects."),
                    bullets(withdrawn)]
-    if verdicts := task2_verdicts(res.rows("task2")) + task3_verdicts(res.rows("task3")):
-        blocks += [para("Settled by the corrected runs (sections 4 and 5), claim by claim:"), bullets(verdicts)]
+    if verdicts := task2_verdicts(res.rows("task2")):
+        blocks += [para("Settled by the corrected runs: Task 2's claims below (section 4); Task 3's in section 5's "
+                        "answers, point by point, from the runs that kept up."), bullets(verdicts)]
     return blocks
 
 
@@ -254,30 +255,6 @@ def task2_verdicts(rows: pd.DataFrame) -> list[str]:
         verdicts.append("How the TTFT and ITL tails move with the budget, and the chat pick: still open; they "
                         "need a budget sweep at a Poisson rate whose runs keep up (sittings task2-16-low "
                         "and -high, task2-stress-low and -high).")
-    return verdicts
-
-
-def task3_verdicts(rows: pd.DataFrame) -> list[str]:
-    """The withdrawn Task 3 claims against the runs that kept up: Strategy A's TTFT gain and ITL
-    cost, and SJF beating the default where every prompt has one length."""
-    verdicts = []
-    for (_, workload, rate), name, own, base in against_default(rows):
-        if min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE:
-            continue
-        where = f"{workload}, {rate} req/s, {len(own)} / {len(base)} runs"
-
-        def verdict(column: str, better_low: bool = True) -> str:
-            if not separated(own[column], base[column]):
-                return "not resolved (the runs overlap)"
-            lower = own[column].median() < base[column].median()
-            return f"{'holds' if lower == better_low else 'reversed'} ({factor(ratio(own[column].median(), base[column].median()))})"
-        if name == "prefill-first":
-            verdicts.append(f"Strategy A ({where}): lower TTFT P99 {verdict('TTFT P99 (ms)')}; "
-                            f"higher ITL P99 {verdict('ITL P99 (ms)', better_low=False)}.")
-        elif name == "sjf" and workload == "fixed":
-            beats = [unit_less(c) for c in separating(own, base, tuple(METRICS)) if own[c].median() < base[c].median()]
-            verdicts.append(f"SJF beating the default on the fixed-length load ({where}): "
-                            + (f"holds on {', '.join(beats)}." if beats else "does not hold; no latency separates."))
     return verdicts
 
 
