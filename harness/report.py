@@ -663,7 +663,7 @@ def task3_section(res: Results) -> list[Block]:
                 blocks.append(para(lag_sentence(part, "this point's lagged runs")))
             if not workload.startswith("fixed") and {"sjf", "sjf-ontime"} & set(part["strategy"]):
                 by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
-                blocks += [heading(f"TTFT by prompt-length quartile, each strategy's runs pooled: {title}", 4,
+                blocks += [heading(f"TTFT by prompt length (quartiles, each strategy's runs pooled): {title}", 4,
                                    appendix=True), table(shown(by_len), appendix=True)]
     blocks += [heading("Answers from the data", 3), bullets(task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
@@ -904,7 +904,8 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                    para(f"{len(runs)} runs, {point['runs'].min()}-{point['runs'].max()} per point, "
                         f"{sitting_text(rows['sitting'])}; the same two SLO pairs as the screen below; capacity "
                         "and intervals as there, but each strategy's runs resampled on their own (GPU runs of two "
-                        f"strategies share no seed). Pace set by {pace_setter(rows)}. "
+                        "strategies share no seed). Cells: mean attainment over the runs (their range, %) at each offered "
+                        f"rate (req/s). Pace set by {pace_setter(rows)}. "
                         f"{provenance_line([r.meta for r in runs])}."),
                    table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), appendix=True),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),

@@ -84,7 +84,7 @@ def test_report_from_the_committed_results(tmp_path):
     tables = lambda md: {line for line in md.splitlines() if line.startswith("|")}  # noqa: E731
     assert tables(text) < tables(appendix)
     assert "### task2_api-4_budgets: 4 API servers, 1 client, rate inf" in section(appendix, "## 4 Task 2")
-    assert "#### TTFT by prompt-length quartile" in section(appendix, "## 5 Task 3")
+    assert "#### TTFT by prompt length" in section(appendix, "## 5 Task 3")
     assert "task2_api-4_budgets: 4 API servers" not in "".join(h for h in text.splitlines() if h.startswith("#"))
     # Nearly every Task 2 run lagged: the tables stand, but no rule is applied to them.
     task2 = section(text, "## 4 Task 2")
