@@ -5,10 +5,11 @@
 ``plot_results.main`` reads the results once, writes the CSVs and figures, then calls
 ``write_report``. The report is a list of blocks (``harness/document.py``) rendered to Markdown and
 PDF; every table, and the blocks marked ``appendix`` (each setting's and point's values), go to its
-appendix, ``tables.md``, so the report itself states what the data show. Every number is read or computed from a results file
-through the results layer (``harness/results.py``); a section without data says so. The rules
-behind each conclusion (when runs separate, which budget saturates, SLO capacity and its intervals)
-are in ``harness/rules.py``: this module words what they return.
+appendix, ``tables.md``, so the report itself states what the data show. Every number is read or
+computed from a results file through the results layer (``harness/results.py``); a section
+without data says so. The rules behind each conclusion (when runs separate, which budget
+saturates, SLO capacity and its intervals) are in ``harness/rules.py``: this module words what
+they return.
 
 The rule behind every serving conclusion: it is drawn only from runs whose front end kept up
 (token-gap completeness >= 0.99, ``frontend`` block). Runs that lagged are reported, marked and
@@ -207,7 +208,8 @@ def frontend_section(res: Results) -> list[Block]:
     lift = lift_rows(res)
     if not lift.empty:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
-                   para(LIFT_INTRO), table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), appendix=True),
+                   para(LIFT_INTRO),
+                   table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), appendix=True),
                    bullets(lift_facts(lift, rows, below_saturation_rows(res)))]
     for folder in (n for n in res.folders("task2") if n.startswith(LIFT_PREFIX) and n.endswith(GATED_SUFFIX)):
         gated = res.folder_rows(folder)
@@ -429,8 +431,8 @@ def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]
            "event loop, and a step of a few milliseconds leaves it no slack." if against else "."),
         f"The engine core used {span_text(below[ENGINE_CORES], 2)} of a core at every one of these "
         f"rates and the GPU was busy {span_text(below[GPU_UTIL], 0)}% of the load window, while ITL "
-        f"P50 (median of each rate's runs) went from {itl.min():.1f} to {itl.max():.1f} ms. The engine core runs its steps back to back whenever "
-        "requests are in flight, so a full core there means a loop that never waits, not a saturated one; with "
+        f"P50 (median of each rate's runs) went from {itl.min():.1f} to {itl.max():.1f} ms. The engine "
+        "core runs its steps back to back whenever requests are in flight, so a full core there means a loop that never waits, not a saturated one; with "
         "the GPU idle about half the time at every load, host-side work, not the GPU, sets the step "
         "time of this 0.6B model.",
         f"Completeness is necessary, not sufficient: in these runs {span_text(below[LATE_GAPS], 1)}% of "
@@ -644,7 +646,8 @@ def task3_section(res: Results) -> list[Block]:
                para(f"Server flags `{cfg.get('server_args', '').strip()}`; a request slower than "
                     f"{cfg.get('timeout_s')} s end to end is a timeout, failures count as +inf "
                     f"latency; mixed and fallback steps from the engine-side recorder (our "
-                    f"strategies only); each point's table is in `tables.md`. {provenance_line([r.meta for r in res.runs('task3')])}.")]
+                    f"strategies only); each point's table is in `tables.md`. "
+                    f"{provenance_line([r.meta for r in res.runs('task3')])}.")]
     sweeps = capacity_folders(res)  # their runs are read in section 6, as SLO capacity
     rows = rows[~rows["folder"].isin(sweeps)]
     for folder in (f for f in res.folders("task3") if f not in sweeps):
@@ -904,8 +907,8 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                    para(f"{len(runs)} runs, {point['runs'].min()}-{point['runs'].max()} per point, "
                         f"{sitting_text(rows['sitting'])}; the same two SLO pairs as the screen below; capacity "
                         "and intervals as there, but each strategy's runs resampled on their own (GPU runs of two "
-                        "strategies share no seed). Cells: mean attainment over the runs (their range, %) at each offered "
-                        f"rate (req/s). Pace set by {pace_setter(rows)}. "
+                        "strategies share no seed). Cells: mean attainment over the runs (their range, %) at "
+                        f"each offered rate (req/s). Pace set by {pace_setter(rows)}. "
                         f"{provenance_line([r.meta for r in runs])}."),
                    table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), appendix=True),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),
@@ -1152,7 +1155,8 @@ def write_report(res: Results, pdf: bool = False) -> list[Path]:
     """Write ``tables.md`` (the appendix: every table under its headings), ``REPORT.md`` (the
     analysis) and, with ``pdf``, ``report.pdf`` (the same as ``REPORT.md``) into the results folder."""
     blocks = build_report(res)
-    tables = [heading("Lab 3 tables: every point's values (the appendix of REPORT.md)", 1)] + appendix_blocks(blocks[1:])
+    title = heading("Lab 3 tables: every point's values (the appendix of REPORT.md)", 1)
+    tables = [title] + appendix_blocks(blocks[1:])
     written = [res.folder / "tables.md", res.folder / "REPORT.md"]
     written[0].write_text(render_markdown(tables))
     written[1].write_text(render_markdown(report_blocks(blocks)))
