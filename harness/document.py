@@ -1,8 +1,8 @@
 """The report as a list of blocks (headings, paragraphs, bullets, tables, figures) and its
 renderings, Markdown and PDF (fpdf2): what the report says is built in ``harness/report.py``, how
-it looks is decided here, once for all outputs. A block marked ``appendix`` (a table of every
-point's values, and a heading that only introduces such tables) goes to the appendix,
-``tables.md``, not to the report, which keeps the analysis."""
+it looks is decided here, once for all outputs. Each block says where it goes (``Place``): the
+report keeps the analysis, the appendix (``tables.md``) every table under its headings, and a
+block placed ``"appendix"`` (each point's values) goes to the appendix only."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+Place = Literal["report", "appendix", "both"]
+
 
 @dataclass
 class Block:
@@ -22,34 +24,34 @@ class Block:
     level: int = 2
     items: list[str] = field(default_factory=list)
     table: pd.DataFrame | None = None
-    appendix: bool = False
+    place: Place = "report"
 
 
-def heading(text: str, level: int = 2, appendix: bool = False) -> Block:
-    return Block("heading", text=text, level=level, appendix=appendix)
+def heading(text: str, level: int = 2, place: Place = "both") -> Block:
+    return Block("heading", text=text, level=level, place=place)
 
 
-def para(text: str) -> Block:
-    return Block("text", text=text)
+def para(text: str, place: Place = "report") -> Block:
+    return Block("text", text=text, place=place)
 
 
 def bullets(items: list[str]) -> Block:
     return Block("bullets", items=[i for i in items if i])
 
 
-def table(frame: pd.DataFrame, appendix: bool = False) -> Block:
-    return Block("table", table=frame, appendix=appendix)
+def table(frame: pd.DataFrame, place: Place = "both") -> Block:
+    return Block("table", table=frame, place=place)
 
 
 def report_blocks(blocks: list[Block]) -> list[Block]:
-    """The report: every block but the appendix's."""
-    return [b for b in blocks if not b.appendix]
+    """The report: every block not placed in the appendix only."""
+    return [b for b in blocks if b.place != "appendix"]
 
 
 def appendix_blocks(blocks: list[Block]) -> list[Block]:
-    """The appendix (``tables.md``): every table under its headings, and the sentences that say a
-    section has no results."""
-    kept = [b for b in blocks if b.kind in ("heading", "table") or b.text.startswith("No ")]
+    """The appendix (``tables.md``): the blocks placed there (every table under its headings, and
+    the sentences placed beside them), without a heading that has nothing under it."""
+    kept = [b for b in blocks if b.place != "report"]
     return [b for i, b in enumerate(kept) if b.kind != "heading" or _introduces_content(kept, i)]
 
 

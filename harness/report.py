@@ -4,7 +4,7 @@
 
 ``plot_results.main`` reads the results once, writes the CSVs and figures, then calls
 ``write_report``. The report is a list of blocks (``harness/document.py``) rendered to Markdown and
-PDF; every table, and the blocks marked ``appendix`` (each setting's and point's values), go to its
+PDF; every table, and the blocks placed ``"appendix"`` (each setting's and point's values), go to its
 appendix, ``tables.md``, so the report itself states what the data show. Every number is read or
 computed from a results file through the results layer (``harness/results.py``); a section
 without data says so. The rules behind each conclusion (when runs separate, which budget
@@ -72,7 +72,7 @@ def mib(num_bytes: float) -> str:
 def no_results(what: str, where: str, command: str, needs: str = "") -> Block:
     """What a section without results says instead: where they would be and what makes them."""
     return para(f"No {what} results (`results/{where}` is missing or empty): run `{command}`."
-                + (f" {needs} need them." if needs else ""))
+                + (f" {needs} need them." if needs else ""), place="both")
 
 
 def lag_sentence(rows: pd.DataFrame, what: str) -> str:
@@ -94,7 +94,7 @@ def environment_section(res: Results) -> list[Block]:
     present = {name: metas for name, metas in tasks.items() if metas}
     blocks = [heading("1 Environment")]
     if not present:
-        return blocks + [para("No results files under `results/`: nothing to report.")]
+        return blocks + [para("No results files under `results/`: nothing to report.", place="both")]
     env = lambda m, *path, **kw: meta_field(m, *path, missing="missing", **kw)  # noqa: E731
     rows = {
         "results": lambda n, m: f"{len(m)} {'methods' if n == 'Task 1' else 'run files'}",
@@ -201,7 +201,7 @@ def frontend_section(res: Results) -> list[Block]:
     blocks = [heading("3 The serving front end"), para(FRONTEND_DEFINITIONS)]
     names = [n for task in ("task2", "task3", "slo") for n in res.folders(task)]
     if not names:
-        return blocks + [para("No serving results.")]
+        return blocks + [para("No serving results.", place="both")]
     rows = res.rows("task2", "task3", "slo")
     blocks += [table(front_end_table([res.folder_rows(n) for n in names], (LATE_GAPS, *CORES))),
                bullets(handout_front_end_facts(rows))]
@@ -209,12 +209,12 @@ def frontend_section(res: Results) -> list[Block]:
     if not lift.empty:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
                    para(LIFT_INTRO),
-                   table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), appendix=True),
+                   table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), place="appendix"),
                    bullets(lift_facts(lift, rows, below_saturation_rows(res)))]
     for folder in (n for n in res.folders("task2") if n.startswith(LIFT_PREFIX) and n.endswith(GATED_SUFFIX)):
         gated = res.folder_rows(folder)
         blocks += [heading(f"Does the client limit? One process against two started together ({folder})", 3),
-                   table(front_end_table([gated], (*CORES, THROUGHPUT)), appendix=True)]
+                   table(front_end_table([gated], (*CORES, THROUGHPUT)), place="appendix")]
         if fact := gated_client_fact(gated):
             blocks.append(bullets([fact]))
     withdrawn = [text for folders, text in WITHDRAWN.items()
@@ -558,8 +558,8 @@ def task2_section(res: Results) -> list[Block]:
                        "`tables.md`, the figures draw every run. "
                        f"{provenance_line([r.meta for r in res.runs('task2')])}."))
     for (name, rate), part in task2_table(rows).groupby(["setting", "rate"], sort=False):
-        blocks += [heading(f"{name}, {load_label(rate)}", 3, appendix=True),
-                   table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")), appendix=True)]
+        blocks += [heading(f"{name}, {load_label(rate)}", 3, place="appendix"),
+                   table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")), place="appendix")]
     return blocks + [image(res.folder, "task2_A1_latency.png", "A1: budget vs TTFT/ITL P50/P99"),
                      image(res.folder, "task2_A2_throughput.png", "A2: budget vs throughput"),
                      heading("Answers from the data", 3), bullets(task2_answers(rows, res.budget_steps))]
@@ -656,18 +656,18 @@ def task3_section(res: Results) -> list[Block]:
             title = f"{workload}, {load_label(rate)}" + (f" ({folder})" if folder != "task3" else "")
             blocks += [heading(title, 3),
                        table(shown(point_table(part, ["setting", "strategy"]),
-                                   (BUDGET, "attainment", "goodput (req/s)")), appendix=True),
+                                   (BUDGET, "attainment", "goodput (req/s)")), place="appendix"),
                        image(res.folder, f"{folder}_3A_cdf_{workload}_rate-{rate}.png",
                              f"3A: TTFT and ITL CDFs, {title}, every run")]
             factors = factors_table(part)
             if factors is not None:
                 blocks += [para("Against vLLM's default, from runs that kept up:"), table(factors)]
             if part["lagged"].any():
-                blocks.append(para(lag_sentence(part, "this point's lagged runs")))
+                blocks.append(para(lag_sentence(part, "this point's lagged runs"), place="both"))
             if not workload.startswith("fixed") and {"sjf", "sjf-ontime"} & set(part["strategy"]):
                 by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
                 blocks += [heading(f"TTFT by prompt length (quartiles, each strategy's runs pooled): {title}", 4,
-                                   appendix=True), table(shown(by_len), appendix=True)]
+                                   place="appendix"), table(shown(by_len), place="appendix")]
     blocks += [heading("Answers from the data", 3), bullets(task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
@@ -760,7 +760,7 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
                  + " and ".join(f"{att.loc[att['slo'] == slo, 'tpot missed'].max():.0%}" for slo in SCREEN_SLOS)
                  + " of a replay's kept requests under the two pairs. The appendix (`tables.md`) gives every "
                    "point's mean attainment (replays' range, %) and every capacity with its interval."),
-            table(wide, appendix=True), table(shown_caps, appendix=True),
+            table(wide, place="appendix"), table(shown_caps, place="appendix"),
             bullets([f"{verdict} At 1.05x the default's capacity or more: {gain or 'none'}: the candidates for GPU "
                      "runs (3 or more per point, at rates around the default's capacity and theirs)." + bound,
                      "Expected to earn nothing (at most 1.00x at every pair and load): "
@@ -910,7 +910,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                         "strategies share no seed). Cells: mean attainment over the runs (their range, %) at "
                         f"each offered rate (req/s). Pace set by {pace_setter(rows)}. "
                         f"{provenance_line([r.meta for r in runs])}."),
-                   table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), appendix=True),
+                   table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), place="appendix"),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),
                    image(res.folder, f"{folder}_pareto.png", "P99 TTFT against P99 ITL, one point per strategy and rate"),
                    bullets(facts)]
@@ -1031,7 +1031,8 @@ def replay_section(res: Results) -> list[Block]:
     blocks = [heading("6b The replay simulator against the H200 (issue #17)")]
     v = replay_validation(res)
     if v.empty:
-        return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".")]
+        return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
+                              place="both")]
     runs = res.serving[next(f for f in res.folders("replay") if f not in (SCREEN, BUDGET_REPLAYS))]
     sm, cpu = runs[0].sim["step_model"], pd.Series([r.sim["simulation"]["cpu_s"] for r in runs])
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())

@@ -469,13 +469,15 @@ def test_the_gated_clients_sitting_gets_its_own_comparison(tmp_path):
 
 
 def test_the_appendix_keeps_every_table_and_the_report_none_of_the_appendix_blocks():
-    """Blocks marked appendix go to tables.md only; tables.md keeps every table under its
-    headings and leaves out a heading with nothing under it."""
+    """Blocks placed in the appendix go to tables.md only; tables.md keeps every table under its
+    headings and the sentences placed beside them, whatever their words, and leaves out a heading
+    with nothing under it."""
     from harness.document import appendix_blocks, bullets, heading, para, report_blocks, table
     frame = pd.DataFrame({"x": [1]})
-    blocks = [heading("A"), para("analysis"), table(frame), heading("B", 3, appendix=True),
-              table(frame, appendix=True), heading("C", 3), bullets(["a finding"]), heading("D"),
-              para("No Task 3 results.")]
+    blocks = [heading("A"), para("analysis"), table(frame), heading("B", 3, place="appendix"),
+              table(frame, place="appendix"), heading("C", 3), bullets(["a finding"]), heading("D"),
+              para("No request failed."), para("No Task 3 results.", place="both")]
     assert [b.text for b in report_blocks(blocks) if b.kind == "heading"] == ["A", "C", "D"]
+    assert "No Task 3 results." in [b.text for b in report_blocks(blocks)]
     kept = appendix_blocks(blocks)
     assert [b.text or b.kind for b in kept] == ["A", "table", "B", "table", "D", "No Task 3 results."]
