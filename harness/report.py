@@ -1157,11 +1157,11 @@ def write_report(res: Results, pdf: bool = False) -> list[Path]:
     analysis) and, with ``pdf``, ``report.pdf`` (the same as ``REPORT.md``) into the results folder."""
     blocks = build_report(res)
     title = heading("Lab 3 tables: every point's values (the appendix of REPORT.md)", 1)
-    tables = [title] + appendix_blocks(blocks[1:])
+    tables, report = [title] + appendix_blocks(blocks[1:]), report_blocks(blocks)
     written = [res.folder / "tables.md", res.folder / "REPORT.md"]
     written[0].write_text(render_markdown(tables))
-    written[1].write_text(render_markdown(report_blocks(blocks)))
+    written[1].write_text(render_markdown(report))
     if pdf:
         written.append(res.folder / "report.pdf")
-        render_pdf(report_blocks(blocks), res.folder, written[-1], created=newest_date(res))
+        render_pdf(report, res.folder, written[-1], created=newest_date(res))
     return written
