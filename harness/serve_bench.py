@@ -874,15 +874,21 @@ def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str,
                           stats_before, read_stats(stats_path), scheduler_cls, host)
 
 
+def number_text(value: float | None, unit: str, digits: int) -> str:
+    """A progress-line number; None (no value to measure) reads "n/a" instead of failing."""
+    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+
 def log_run(tag: str, result: dict[str, Any], path: Path) -> None:
-    """The run's headline numbers and its front-end check, one line."""
+    """The run's headline numbers and its front-end check, one line. Any number may be missing:
+    when a frozen front end sends each request's tokens in one chunk there is no ITL at all."""
     s, front = result["summary"], result["frontend"]
     completeness = front["token_gaps"]["completeness"]
-    verdict = "n/a" if completeness is None else (
-        f"{completeness:.3f}" + (" (front end lagged)" if front["token_gaps"]["lagged"] else ""))
-    log(f"{tag}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, p99 {s['ttft_ms']['p99']:.1f} ms; "
-        f"ITL p50 {s['itl_ms']['p50']:.2f} ms, p99 {s['itl_ms']['p99']:.2f} ms; "
-        f"{s['output_throughput_tok_s'] or 0:.0f} tok/s; failed {s['num_failed']}, "
+    verdict = number_text(completeness, "", 3) + (" (front end lagged)" if front["token_gaps"]["lagged"] else "")
+    log(f"{tag}: TTFT p50 {number_text(s['ttft_ms']['p50'], ' ms', 1)}, "
+        f"p99 {number_text(s['ttft_ms']['p99'], ' ms', 1)}; "
+        f"ITL p50 {number_text(s['itl_ms']['p50'], ' ms', 2)}, p99 {number_text(s['itl_ms']['p99'], ' ms', 2)}; "
+        f"{number_text(s['output_throughput_tok_s'], ' tok/s', 0)}; failed {s['num_failed']}, "
         f"timeouts {s['num_timeouts']}; token-gap completeness {verdict} -> {path}")
 
 

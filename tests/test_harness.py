@@ -111,6 +111,20 @@ def test_token_gap_completeness_detects_merged_chunks():
     assert check["client_processes"] == 1 and check["client_cores"] == [0.4]
 
 
+def test_a_run_whose_tokens_each_came_in_one_chunk_is_logged_with_no_itl(capsys):
+    """A front end frozen for the whole run sends each request's tokens in one chunk (seen in CI):
+    the run has no inter-token gap, so no ITL; its progress line says n/a and that it lagged."""
+    detail = _rate_inf_detail()
+    detail["itls"] = [[] for _ in detail["itls"]]
+    s = summarize(detail)
+    assert s["itl_ms"]["p50"] is None and s["output_throughput_tok_s"] > 0
+    front = frontend_check(detail, 0.1, None, None, None)
+    assert front["token_gaps"]["completeness"] == 0.0 and front["lagged"]
+    sb.log_run("api-2", {"summary": s, "frontend": front}, Path("run-2.json"))
+    line = capsys.readouterr().out
+    assert "ITL p50 n/a, p99 n/a" in line and "completeness 0.000 (front end lagged)" in line, line
+
+
 def test_tokens_read_back_to_back_are_late_though_complete():
     """Tokens of one request read within 0.1 ms in separate chunks (no engine step is that short)
     keep completeness at 1.0 but show as the late-gap share, the lateness completeness misses."""
