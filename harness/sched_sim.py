@@ -389,7 +389,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                                      unpack_detail, write_run)
     from harness.provenance import write_json_atomic
     from harness.provenance import collect_meta
-    from harness.serve_bench import SCHEMA_VERSION, flag_params, rate_label
+    from harness.serve_bench import SCHEMA_VERSION, flag_params, number_text, rate_label
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)
@@ -448,7 +448,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         write_json_atomic(args.out, record)
     else:
         write_run(args.out, record, detail, packed)
-    print(f"TTFT P50 {summary['ttft_ms']['p50']:.1f} ms, ITL P99 {summary['itl_ms']['p99']:.1f} ms -> {args.out}")
+    print(f"TTFT P50 {number_text(summary['ttft_ms']['p50'], ' ms', 1)}, "
+          f"ITL P99 {number_text(summary['itl_ms']['p99'], ' ms', 1)} -> {args.out}")
     return 0
 
 

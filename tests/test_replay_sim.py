@@ -234,6 +234,17 @@ def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_fil
     assert rows.loc[0, "TTFT P50 (ms)"] > 0 and not math.isnan(rows.loc[0, "ITL P99 (ms)"])
 
 
+def test_a_replay_of_one_token_requests_has_no_itl_and_says_so(tmp_path, model_file, capsys):
+    """Every request gets one output token, so no request has an inter-token gap: the replay still
+    writes its file and its last line reads ITL n/a instead of failing on the missing number."""
+    out = tmp_path / "sim" / "default_rate-20.json"
+    argv = ["replay", "--strategy", "default", "--rate", "20", "--num-prompts", "10", "--input-len", "64",
+            "--output-len", "1", "--range-ratio", "0", "--step-model", str(model_file), "--out", str(out)]
+    assert ss.main(argv) == 0
+    assert json.loads(out.read_text())["summary"]["itl_ms"]["p99"] is None
+    assert "ITL P99 n/a" in capsys.readouterr().out
+
+
 def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment(tmp_path):
     """One committed screen file, replayed again from its own flags with the committed step model:
     the same summary, and the attainment the file stores under both SLO pairs, with no arrays."""
