@@ -18,6 +18,9 @@ when the policy hides part of the queues from vLLM while planning.
 Strategy settings come from ``vllm serve --additional-config '{"key": value}'`` (read in each
 policy's ``__init__``); ``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which.
 
+When ``LAB3_CONTROL`` names a file, the recorder reads a per-step token budget from it between
+runs (``RuntimeBudget``): one server then serves every budget of a Task 2 study, interleaved.
+
 When ``LAB3_SCHED_STATS`` names a file, the engine-core process writes ``StepRecorder.stats_dict()``
 there (atomically) at most once a second while busy, whenever the engine runs out of requests,
 and at shutdown. When ``LAB3_STEP_LOG`` names a file, the recorder also appends one CSV row per
@@ -50,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 STATS_ENV = "LAB3_SCHED_STATS"
 STEP_LOG_ENV = "LAB3_STEP_LOG"
+CONTROL_ENV = "LAB3_CONTROL"
 DEFAULT_TTFT_SLO_MS = 500.0
 DEFAULT_TTFT_MARGIN_MS = 100.0
 # Every strategy setting, by its key in ``vllm serve --additional-config`` (and the class attribute
@@ -59,7 +63,7 @@ SETTING_DEFAULTS: dict[str, float] = {
     "aging_tokens_per_s": 0.0, "ttft_slo_ms": DEFAULT_TTFT_SLO_MS, "ttft_margin_ms": DEFAULT_TTFT_MARGIN_MS,
 }
 STATS_FLUSH_INTERVAL_S = 1.0
-STATS_SCHEMA_VERSION = 2  # 2: strategy settings moved from "policy" to "policy_settings"
+STATS_SCHEMA_VERSION = 3  # 2: strategy settings moved from "policy" to "policy_settings"; 3: "budget"
 
 
 def kv_bytes_per_token(kv_cache_config: Any) -> int:
@@ -128,6 +132,69 @@ def step_type(prefill_tokens: int, decode_tokens: int) -> str:
     return "empty"
 
 
+class RuntimeBudget:
+    """The scheduler's per-step token budget, set between runs from a JSON file the harness writes
+    (``{"seq": 3, "token_budget": 2048}``, path in ``LAB3_CONTROL``).
+
+    Why: Task 2 compares ``max_num_batched_tokens`` values, and a server per value costs a start of
+    two minutes or more, so the values were measured one after another, hours apart or on other
+    machines. The scheduler reads its budget from ``max_num_scheduled_tokens`` alone (vLLM's own
+    ``--max-num-scheduled-tokens`` sets it below ``max_num_batched_tokens``, which sizes the model
+    runner's buffers); setting that attribute on a server started at the largest budget plans
+    exactly the steps a server started at the smaller one plans (``tests/test_schedulers.py``
+    checks it step by step), and the budgets can then alternate run by run on one server.
+
+    A new budget takes effect at the first step with no request running (a run's first request), so
+    no run mixes two budgets. A budget above the server's ``max_num_batched_tokens`` or below 1 is
+    refused: the budget stays and ``error`` says why, which the harness reads in the stats file.
+    """
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.seq: int | None = None  # the request last applied (the file's "seq")
+        self.error: str | None = None
+        self._stamp: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
+
+    def poll(self, scheduler: AsyncScheduler) -> None:
+        """Apply the file's budget if it changed and no request is running. One ``stat`` a step."""
+        if self.path is None or scheduler.running:
+            return
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if (info.st_mtime_ns, info.st_size) == self._stamp:
+            return
+        self._stamp = (info.st_mtime_ns, info.st_size)
+        try:
+            with open(self.path) as handle:
+                wanted = json.load(handle)
+            seq, budget = wanted["seq"], wanted["token_budget"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            self._refuse(f"unreadable control file {self.path}: {err!r}")
+            return
+        if seq == self.seq:
+            return
+        self.seq = seq
+        ceiling = scheduler.scheduler_config.max_num_batched_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= ceiling:
+            self._refuse(f"token budget {budget!r} (request {seq}) is not an integer in [1, {ceiling}], "
+                         f"the server's max_num_batched_tokens; the budget stays "
+                         f"{scheduler.max_num_scheduled_tokens}")
+            return
+        scheduler.max_num_scheduled_tokens = budget
+        self.error = None
+
+    def _refuse(self, why: str) -> None:
+        self.error = why
+        logger.error("RuntimeBudget: %s", why)
+
+    def record(self, scheduler: AsyncScheduler) -> dict[str, Any]:
+        return {"token_budget": scheduler.max_num_scheduled_tokens,
+                "server_max_num_batched_tokens": scheduler.scheduler_config.max_num_batched_tokens,
+                "control_seq": self.seq, "control_error": self.error}
+
+
 class StepRecorder:
     """Mixin that accounts for every scheduler step; put it first in the bases.
 
@@ -152,10 +219,12 @@ class StepRecorder:
         self._kv_bytes_per_token = kv_bytes_per_token(self.kv_cache_config)
         self._stats_path = os.environ.get(STATS_ENV) or None
         self._step_log = StepTimeLog(log_path) if (log_path := os.environ.get(STEP_LOG_ENV)) else None
+        self._budget = RuntimeBudget(os.environ.get(CONTROL_ENV) or None)
         self._last_flush = 0.0
 
     # -- the step -----------------------------------------------------------------------------
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        self._budget.poll(self)
         output = super().schedule(*args, **kwargs)
         self._record_step(output)
         return output
@@ -197,7 +266,8 @@ class StepRecorder:
 
         ``steps``: step counts by type; ``tokens``: prefill and decode tokens scheduled;
         ``kv``: ``bytes_per_token``, ``block_size``, ``capacity_blocks`` and ``capacity_tokens``
-        (the KV cache the engine allocated), ``peak_computed_tokens`` / ``_bytes`` (handout
+        (the KV cache the engine allocated), ``budget``: the token budget in force and the last
+        ``RuntimeBudget`` request applied, ``peak_computed_tokens`` / ``_bytes`` (handout
         measure), ``peak_blocks_in_use`` and ``peak_allocated_tokens`` / ``_bytes`` (blocks x
         block size); ``queues``: peak running and waiting lengths, preemptions; ``policy``: the
         strategy's own counters (e.g. Strategy A's fallbacks); ``policy_settings``: its knobs
@@ -213,6 +283,7 @@ class StepRecorder:
             "written_at_unix": time.time(),
             "max_num_seqs": self.scheduler_config.max_num_seqs,
             "max_num_batched_tokens": self.max_num_scheduled_tokens,
+            "budget": self._budget.record(self),
             "steps": {"total": sum(self.step_counts.values()), **self.step_counts},
             "tokens": dict(self.token_counts),
             "kv": {

@@ -236,7 +236,8 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         gpu = (run.host or {}).get("gpu_util") or {}
         roles = front.get("server_cores_by_role") or {}
         attained = run.attainment(cfg.get("goodput"))
-        budget = cfg["server_params"].get("max_num_batched_tokens")
+        # The scheduler's per-step budget: set at run time on a study's one server, else the flag.
+        budget = cfg.get("token_budget") or cfg["server_params"].get("max_num_batched_tokens")
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"),

@@ -490,3 +490,73 @@ def test_the_registry_orders_strategies_by_letter_and_checks_their_settings():
         ms.check_settings("prefill-first", {"max_decode_stall_ms": 15})
     with pytest.raises(ValueError, match="unknown strategy setting 'tpot_slo_ms'"):  # E's, retired with it
         ms.check_setting("tpot_slo_ms", 50)
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime token budget (one server for every budget of a Task 2 study)
+# ---------------------------------------------------------------------------------------------
+def _budget_load() -> list[list]:
+    """Prompts of 1500 tokens arriving 3 per step for 6 steps, 20 output tokens each: chunked
+    prefills beside decodes, so the budget shapes every step."""
+    return [[make_request(1500, 20) for _ in range(3)] for _ in range(6)]
+
+
+def _step_shapes(traces: list, ids: list[str]) -> list[list[tuple[int, int]]]:
+    """Each step's (request by arrival index, tokens): comparable across schedulers whose
+    requests carry different ids."""
+    index = {rid: i for i, rid in enumerate(ids)}
+    return [sorted((index[rid], n) for rid, n in t.scheduled.items()) for t in traces]
+
+
+def _run_budget_load(sched) -> list[list[tuple[int, int]]]:
+    load = _budget_load()
+    traces = run_until_done(sched, load)
+    assert not sched.has_unfinished_requests()
+    return _step_shapes(traces, [r.request_id for batch in load for r in batch])
+
+
+def _write_control(path, seq: int, budget: Any) -> None:
+    from harness.provenance import write_json_atomic
+
+    write_json_atomic(path, {"seq": seq, "token_budget": budget})
+
+
+@pytest.mark.parametrize("budget", [512, 2048])
+def test_a_runtime_budget_plans_the_steps_of_a_server_started_at_that_budget(tmp_path, monkeypatch, budget):
+    """A server started at 8192 and told budget B plans, step by step, what a server started
+    at B plans; without the control file it plans otherwise (the test can fail)."""
+    started_at_budget = _run_budget_load(
+        make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=budget, num_blocks=5000)))
+    at_8192 = _run_budget_load(
+        make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=8192, num_blocks=5000)))
+    control = tmp_path / "control.json"
+    _write_control(control, 1, budget)
+    monkeypatch.setenv(ms.CONTROL_ENV, str(control))
+    told = make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=8192, num_blocks=5000))
+    assert _run_budget_load(told) == started_at_budget
+    assert at_8192 != started_at_budget
+    assert told.stats_dict()["budget"] == {"token_budget": budget, "server_max_num_batched_tokens": 8192,
+                                           "control_seq": 1, "control_error": None}
+
+
+def test_a_runtime_budget_waits_for_an_idle_step_and_refuses_what_the_server_cannot_take(
+        tmp_path, monkeypatch):
+    control = tmp_path / "control.json"
+    _write_control(control, 1, 1024)
+    monkeypatch.setenv(ms.CONTROL_ENV, str(control))
+    sched = make_scheduler(ms.StepExclusivePrefillFirstScheduler,
+                           SimConfig(max_num_batched_tokens=4096, num_blocks=5000))
+    sched.add_request(make_request(3000, 5))
+    assert sum(step(sched).scheduled.values()) == 1024
+    _write_control(control, 2, 256)  # a request is running: this budget waits for the next run
+    assert sum(step(sched).scheduled.values()) == 1024
+    run_until_done(sched)
+    sched.add_request(make_request(3000, 5))
+    assert sum(step(sched).scheduled.values()) == 256
+    run_until_done(sched)
+    _write_control(control, 3, 8192)  # above the server's max_num_batched_tokens
+    sched.add_request(make_request(3000, 5))
+    assert sum(step(sched).scheduled.values()) == 256
+    record = sched.stats_dict()["budget"]
+    assert record["token_budget"] == 256 and record["control_seq"] == 3
+    assert "not an integer in [1, 4096]" in record["control_error"]

@@ -1,0 +1,694 @@
+r"""Interleaved studies: every configuration of a comparison on one server, run by run, in a
+recorded order that time cannot stand in for.
+
+    python -m harness.study run experiments/task2_rate16.json                 # into results/<folder>
+    python -m harness.study run experiments/task2_rate16.json --dry-run       # the order; what is left
+    python -m harness.study run PLAN --results /tmp/res --until-s 540 --keep-server
+
+Why: a server per configuration costs a start of two minutes or more, so configurations used to
+be measured in blocks, one after another, and readings drift on one machine over tens of
+minutes. Here one server serves every arm of the study: the per-step token budget
+(``max_num_batched_tokens`` for the scheduler) is set between runs through
+``my_scheduler.RuntimeBudget``, which plans exactly the steps of a server started at that budget.
+The arms alternate in rounds (a shuffle, then the same order reversed, then a new shuffle ...),
+and run ``i`` of the order uses arrival seed ``plan.seed + i``.
+
+The client is ``vllm bench serve`` called in this process (``vllm.benchmarks.serve``, argv built
+from the plan), so vLLM is imported once per call, not once per run.
+
+A plan is a JSON file in ``experiments/`` (``StudyPlan``): what is compared and why, the server,
+the load, the arms, the runs per arm, the seed. The results folder gets ``study.json`` (the plan,
+the run order, every host that ran part of it) and one result file per run (the schema of
+``serve_bench.py``: its loader reads both, with ``config.token_budget`` the budget in force and a
+``timing`` block: the server's ready time and start phases, the client's set-up, arrival window,
+drain and overhead). A run whose file exists is skipped, so a study cut off resumes.
+``--until-s`` stops before a run would end past that many seconds into the call, and
+``--keep-server`` leaves the server up for the next call (its state in ``logs/server.json``); a
+later call attaches to it when the machine and the server command are the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import math
+import os
+import random
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # noqa: E402
+from harness.lab_metrics import DETAIL_KEYS, frontend_check, summarize, write_run  # noqa: E402
+from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
+from harness.provenance import collect_meta, machine_boot_id, visible_gpu_index, write_json_atomic  # noqa: E402
+from harness.serve_bench import (GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER, SCHEMA_VERSION,  # noqa: E402
+                                 HarnessError, MetricsPoller, Server, counters_delta, free_port,
+                                 number_text, read_stats, strategy_settings, vllm_cli)
+
+STUDY_FILE = "study.json"
+STUDY_SCHEMA = 1
+EXPECTED_OVERHEAD_S = 30.0  # a run's wall time beyond its arrival window, planned for by --until-s
+RATE_INF_RUN_S = 120.0  # what --until-s plans for a rate-inf run (no arrival window to go by)
+STARTUP_TIMEOUT_S = 900.0
+
+
+def say(message: str) -> None:
+    """A progress line on the real stdout (the client's own output goes to its log)."""
+    sys.__stdout__.write(f"[study] {time.strftime('%H:%M:%S')} {message}\n")
+    sys.__stdout__.flush()
+
+
+# ---- The plan ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServerSpec:
+    """The one server of a study: ``vllm serve`` flags as values, built into a command at start."""
+
+    model: str  # a folder under the project (models/qwen3-0.6b) or a Hub id
+    dummy_weights: bool
+    max_num_batched_tokens: int  # sizes the model runner; the largest budget of the study
+    max_num_seqs: int
+    gpu_memory_utilization: float
+    api_servers: int
+    scheduler: str  # a registry name (my_scheduler.py --list) whose class records steps
+    max_model_len: int | None = None  # None: the model's
+    dtype: str | None = None  # None: the model's (a CPU server needs float32)
+    enforce_eager: bool = False  # no CUDA graphs or compilation (a CPU server)
+
+    def model_path(self) -> str:
+        local = ROOT / self.model
+        return resolve_model(str(local) if local.is_dir() else self.model)
+
+    def params(self) -> dict[str, Any]:
+        """The ``vllm serve`` flags this spec sets, by name (what results call ``server_params``)."""
+        params: dict[str, Any] = {"max_num_batched_tokens": self.max_num_batched_tokens,
+                                  "max_num_seqs": self.max_num_seqs,
+                                  "gpu_memory_utilization": self.gpu_memory_utilization}
+        optional = {"max_model_len": self.max_model_len, "dtype": self.dtype,
+                    "enforce_eager": self.enforce_eager or None}
+        return params | {name: value for name, value in optional.items() if value is not None}
+
+    def command(self, model: str, port: int, scheduler_cls: str) -> list[str]:
+        command = shlex.split(os.environ.get("LAB3_SERVE_CMD", "")) or vllm_cli() + ["serve"]
+        command += ["--model", model, "--host", "127.0.0.1", "--port", str(port)]
+        if self.dummy_weights:
+            command += ["--load-format", "dummy"]
+        command += ["--scheduler-cls", scheduler_cls]
+        if self.api_servers != 1:
+            command += ["--api-server-count", str(self.api_servers)]
+        for name, value in self.params().items():
+            flag = f"--{name.replace('_', '-')}"
+            command += [flag] if value is True else [flag, str(value)]
+        return command
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """``vllm bench serve``'s random dataset and arrivals; ``rate`` None means all at once (inf)."""
+
+    input_len: int
+    output_len: int
+    num_prompts: int
+    rate: float | None
+    range_ratio: float = 0.0  # input lengths uniform in [1-R, 1+R] x input_len
+    burstiness: float = 1.0  # 1: Poisson arrivals
+
+    @property
+    def rate_label(self) -> str:
+        return "inf" if self.rate is None else f"{self.rate:g}"
+
+    @property
+    def workload(self) -> str:
+        """The load's name in results: Task 2's ``random-1024in-256out`` and its variants."""
+        name = f"random-{self.input_len}in-{self.output_len}out"
+        if self.range_ratio:
+            name += f"-range{self.range_ratio:g}"
+        return name + (f"-burst{self.burstiness:g}" if self.burstiness != 1 else "")
+
+    @property
+    def arrival_window_s(self) -> float | None:
+        return None if self.rate is None else self.num_prompts / self.rate
+
+    def params(self) -> dict[str, Any]:
+        """The ``vllm bench serve`` flags that shape the load, by name (``bench_params``)."""
+        params: dict[str, Any] = {"dataset_name": "random", "random_input_len": self.input_len,
+                                  "random_output_len": self.output_len, "ignore_eos": True}
+        if self.range_ratio:
+            params["random_range_ratio"] = {"input": self.range_ratio, "output": 0.0}
+        if self.burstiness != 1:
+            params["burstiness"] = self.burstiness
+        return params
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration of the comparison: here, the scheduler's per-step token budget."""
+
+    token_budget: int
+
+    @property
+    def tag(self) -> str:
+        return f"mnbt-{self.token_budget}"
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """Run ``index`` (1-based) of the study's order: its round, arm, repetition and seed."""
+
+    index: int
+    round: int
+    arm: Arm
+    repeat: int
+    seed: int
+    rate_label: str
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.arm.tag}_rate-{self.rate_label}_run-{self.repeat}.json"
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """A study as data (``experiments/*.json``): read, checked, and turned into a run order."""
+
+    name: str
+    task: str
+    question: str
+    results_folder: str
+    server: ServerSpec
+    load: LoadSpec
+    arms: tuple[Arm, ...]
+    runs_per_arm: int
+    seed: int
+    warmup_fraction: float = 0.1
+    timeout_s: float | None = 30.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StudyPlan:
+        """The plan in ``data``; a missing, unknown or bad entry fails with its name."""
+        def part(kind: type, value: Any, where: str) -> Any:
+            names = {f.name for f in fields(kind)}
+            if not isinstance(value, dict) or set(value) - names:
+                raise ValueError(f"{where}: expected an object with keys among {sorted(names)}, got {value!r}")
+            try:
+                return kind(**value)
+            except TypeError as err:
+                raise ValueError(f"{where}: {err}") from None
+
+        arms = data.get("arms")
+        if not isinstance(arms, list):
+            raise ValueError(f"arms: expected a list of objects, got {arms!r}")
+        plan = part(cls, {**data, "server": part(ServerSpec, data.get("server"), "server"),
+                          "load": part(LoadSpec, data.get("load"), "load"),
+                          "arms": tuple(part(Arm, a, f"arms[{i}]") for i, a in enumerate(arms))}, "plan")
+        plan.check()
+        return plan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as its JSON file holds it."""
+        return json.loads(json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path: Path) -> StudyPlan:
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError) as err:
+            raise HarnessError(f"study plan {path}: {err}") from err
+
+    def check(self) -> None:
+        from my_scheduler import strategy
+
+        budgets = [a.token_budget for a in self.arms]
+        if not budgets or len(set(budgets)) != len(budgets):
+            raise ValueError("arms: expected at least one, each budget once")
+        for budget in budgets:
+            if not isinstance(budget, int) or not 1 <= budget <= self.server.max_num_batched_tokens:
+                raise ValueError(f"token budget {budget!r} is not an integer in [1, "
+                                 f"{self.server.max_num_batched_tokens}] (server.max_num_batched_tokens)")
+        if strategy(self.server.scheduler).cls is None:
+            raise ValueError(f"server.scheduler {self.server.scheduler!r} is vLLM's own class, which cannot "
+                             "take a budget at run time; use kv-recorder (vLLM's policy with step accounting)")
+        if self.runs_per_arm < 1 or self.load.num_prompts < 1 or self.server.api_servers < 1:
+            raise ValueError("runs_per_arm, load.num_prompts and server.api_servers must be at least 1")
+        if self.load.rate is not None and not self.load.rate > 0:
+            raise ValueError(f"load.rate {self.load.rate!r}: a number > 0, or null for all at once")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError("warmup_fraction must be in [0, 1)")
+
+    def order(self) -> list[PlannedRun]:
+        """Rounds of every arm once: an odd round is a shuffle (seeded by ``seed`` and the round),
+        the round after it the same order reversed, so that in each pair of rounds every arm's mean
+        position is the same and a linear drift over time weighs on every arm alike."""
+        rounds: list[list[Arm]] = []
+        for r in range(self.runs_per_arm):
+            if r % 2:
+                rounds.append(rounds[-1][::-1])
+            else:
+                arms = list(self.arms)
+                random.Random(self.seed * 1000 + r).shuffle(arms)
+                rounds.append(arms)
+        runs, index = [], 0
+        for r, arms in enumerate(rounds, 1):
+            for arm in arms:
+                index += 1
+                runs.append(PlannedRun(index, r, arm, r, self.seed + index, self.load.rate_label))
+        return runs
+
+
+# ---- The results folder -------------------------------------------------------------------------
+def study_record(plan: StudyPlan) -> dict[str, Any]:
+    """``study.json``'s content: the plan, the run order (what was compared, on which load, in
+    which order) and, filled by each call, the hosts that ran it."""
+    return {"schema_version": STUDY_SCHEMA, "plan": plan.to_dict(),
+            "order": [{"index": r.index, "round": r.round, "file": r.file_name, "token_budget": r.arm.token_budget,
+                       "seed": r.seed} for r in plan.order()],
+            "hosts": []}
+
+
+def open_study(plan: StudyPlan, folder: Path) -> dict[str, Any]:
+    """The folder's study file (new, or grown by more runs per arm); a folder holding another
+    plan is refused, so runs of two studies never mix. More runs per arm extend the order
+    (earlier rounds do not change), so a study can grow without losing its runs."""
+    path = folder / STUDY_FILE
+    fresh = study_record(plan)
+    if not path.exists():
+        return fresh
+    held = json.loads(path.read_text())
+    same = ({**held.get("plan", {}), "runs_per_arm": None} == {**fresh["plan"], "runs_per_arm": None}
+            and held.get("order") == fresh["order"][:len(held.get("order", []))])
+    if not same:
+        raise HarnessError(f"{folder} holds another study ({path}: plan {held.get('plan', {}).get('name')!r} "
+                           "differs from this one beyond its runs per arm); give another --results folder "
+                           "or restore that plan")
+    return {**fresh, "hosts": held.get("hosts", [])}
+
+
+def note_host(record: dict[str, Any], folder: Path, calls_runs: list[str]) -> None:
+    """Add this call (its machine and the runs it did) to the study file."""
+    from harness.provenance import gpu_info
+
+    record["hosts"].append({"machine_boot_id": machine_boot_id(), "gpu": gpu_info(),
+                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": calls_runs})
+    write_json_atomic(folder / STUDY_FILE, record, indent=1)
+
+
+# ---- The server ---------------------------------------------------------------------------------
+class AttachedProcess:
+    """A server's leader started by an earlier call (in its own session, so it outlived that call):
+    the part of ``subprocess.Popen`` that ``serve_bench.Server`` uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        import psutil
+
+        try:
+            alive = psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive and self.returncode is None:
+            self.returncode = -1  # not our child: its exit code is not ours to read
+        return None if alive else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import psutil
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.1)
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(self.pid).wait(0)
+        return self.returncode or 0
+
+
+START_MARKERS = {  # phase -> a line of vLLM 0.26's start-up log that ends it
+    "api_processes_started": "API server processes",
+    "model_loaded": "Model loading took",
+    "compiled": "torch.compile took",
+    "kv_cache_allocated": "GPU KV cache size",
+    "graphs_captured": "Graph capturing finished",
+    "engine_ready": "init engine (profile, create kv cache, warmup model) took",
+}
+
+
+def start_phases(log_text: str, started_unix: float, clock_of_line: Callable[[str], float | None]) -> dict[str, float]:
+    """Seconds from the server's start to the last line of each start-up phase (``START_MARKERS``)
+    seen in its log (vLLM's INFO lines; the API servers' readiness is the harness's own ``/health``
+    time): where a start's two minutes go."""
+    phases: dict[str, float] = {}
+    for line in log_text.splitlines():
+        for phase, marker in START_MARKERS.items():
+            if marker in line and (at := clock_of_line(line)) is not None:
+                phases[phase] = round(at - started_unix, 1)
+    return phases
+
+
+def vllm_log_clock(year: int) -> Callable[[str], float | None]:
+    """The time of a vLLM log line (``INFO 12-02 00:25:06 [...]``, local time, no year) as Unix time."""
+    import re
+
+    pattern = re.compile(r"\b(?:INFO|WARNING|DEBUG|ERROR) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
+
+    def clock(line: str) -> float | None:
+        found = pattern.search(line)
+        if not found:
+            return None
+        month, day, hour, minute, second = map(int, found.groups())
+        return time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
+    return clock
+
+
+@dataclass
+class StudyServer:
+    """The study's server: started, or attached to when an earlier call left it up."""
+
+    server: Server
+    state_path: Path
+    ready_s: float
+    phases: dict[str, float]
+    reused: bool
+    stats_path: Path
+    control_path: Path
+
+    @classmethod
+    def start_or_attach(cls, plan: StudyPlan, logs: Path) -> StudyServer:
+        from my_scheduler import CONTROL_ENV, STATS_ENV, resolve_strategy
+
+        state_path = logs / "server.json"
+        stats_path, control_path = logs / "engine_stats.json", logs / "budget_control.json"
+        model = plan.server.model_path()
+        state = json.loads(state_path.read_text()) if state_path.is_file() else None
+        if state and state["machine_boot_id"] == machine_boot_id():
+            server = Server(state["command"], {}, Path(state["log"]), state["port"],
+                            process=AttachedProcess(state["pid"]))
+            if server.alive() and state["command"] == plan.server.command(model, state["port"], state["scheduler_cls"]):
+                say(f"attached to the server an earlier call left up (pid {state['pid']}, port {state['port']})")
+                return cls(server, state_path, state["ready_s"], state["phases"], True, stats_path, control_path)
+            server.stop()
+        scheduler_cls = resolve_strategy(plan.server.scheduler)
+        port = free_port()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env.update({STATS_ENV: str(stats_path), CONTROL_ENV: str(control_path), "VLLM_SERVER_DEV_MODE": "1"})
+        server = Server(plan.server.command(model, port, scheduler_cls), env, logs / "server.log", port)
+        started = time.time()
+        server.start()
+        say(f"starting the server (port {port}, log {server.log_path})")
+        try:
+            ready_s = server.wait_ready(STARTUP_TIMEOUT_S)
+        except BaseException:
+            server.stop()
+            raise
+        phases = start_phases(server.log_path.read_text(errors="replace"), started,
+                              vllm_log_clock(time.localtime(started).tm_year))
+        say(f"server ready in {ready_s:.0f} s; phases (s from start): {phases}")
+        write_json_atomic(state_path, {"pid": server.process.pid, "port": port, "command": server.command,
+                                       "scheduler_cls": scheduler_cls, "log": str(server.log_path),
+                                       "machine_boot_id": machine_boot_id(), "ready_s": round(ready_s, 1),
+                                       "phases": phases})
+        return cls(server, state_path, round(ready_s, 1), phases, False, stats_path, control_path)
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.state_path.unlink(missing_ok=True)
+        say("server stopped")
+
+    def set_budget(self, seq: int, budget: int) -> None:
+        write_json_atomic(self.control_path, {"seq": seq, "token_budget": budget})
+
+
+# ---- The client, in this process --------------------------------------------------------------
+class MarkerStream(io.TextIOBase):
+    """Where ``vllm bench serve`` prints while it runs here: each line goes to its log, and the
+    lines that open and close the load window call ``on_line``."""
+
+    def __init__(self, log: io.TextIOBase, on_line: Callable[[str], None]) -> None:
+        self.log, self.on_line, self.pending = log, on_line, ""
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self.on_line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+
+def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str) -> list[str]:
+    """``vllm bench serve``'s arguments for one run, built from the plan at the last moment."""
+    argv = ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
+            "--num-prompts", str(plan.load.num_prompts), "--seed", str(run.seed),
+            "--request-rate", plan.load.rate_label, "--save-detailed", "--disable-tqdm",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
+    for name, value in plan.load.params().items():
+        flag = f"--{name.replace('_', '-')}"
+        argv += [flag] if value is True else [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv
+
+
+def run_client(argv: list[str], log_path: Path, window: LoadWindow,
+               stall: Callable[[], str | None], alive: Callable[[], bool]) -> tuple[dict[str, Any], dict[str, float]]:
+    """``vllm bench serve`` in a thread of this process; returns its result and when its load
+    started and ended (monotonic). Fails when the server stalls or dies, or the client raises."""
+    from vllm.benchmarks.serve import add_cli_args, main_async
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    args = parser.parse_args(argv)
+    marks: dict[str, float] = {"begin": time.monotonic()}
+    outcome: dict[str, Any] = {}
+    pid = os.getpid()
+
+    def on_line(line: str) -> None:
+        if MAIN_RUN_MARKER in line or GATE_MARKER in line:
+            marks["load"] = time.monotonic()
+            window.client_mark(pid, "load")
+            window.start()
+        elif RESULT_MARKER in line:
+            marks["result"] = time.monotonic()
+            window.client_mark(pid, "done")
+            window.end()
+
+    def client() -> None:
+        try:
+            outcome["result"] = asyncio.run(main_async(args))
+        except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
+            outcome["error"] = err
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log, contextlib.redirect_stdout(MarkerStream(log, on_line)):
+        log.write(f"$ vllm bench serve {shlex.join(argv)}\n")
+        window.client_mark(pid, "added")
+        thread = threading.Thread(target=client, daemon=True, name="bench-serve")
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)
+            if why := stall():
+                raise HarnessError(f"the run cannot finish: {why}")
+            if not alive():
+                raise HarnessError("the server died during the run")
+    marks["end"] = time.monotonic()
+    window.end()
+    if "error" in outcome:
+        raise HarnessError(f"vllm bench serve failed: {outcome['error']!r}; log {log_path}") from outcome["error"]
+    return outcome["result"], marks
+
+
+def run_timing(detail: dict[str, Any], marks: dict[str, float], served: StudyServer) -> dict[str, Any]:
+    """Where a run's wall time went: the client's set-up (dataset, tokenizer check, test prompt),
+    the arrival window (first to last request sent), the drain (last request sent to last token)
+    and the overhead (everything but the arrival window), with the server's start."""
+    starts = detail["start_times"]
+    ends = [s + t + sum(gaps) for s, t, gaps in zip(starts, detail["ttfts"], detail["itls"]) if t]
+    window = max(starts) - min(starts) if starts else 0.0
+    wall = marks["end"] - marks["begin"]
+    return {"server_ready_s": served.ready_s, "server_start_phases_s": served.phases, "server_reused": served.reused,
+            "run_wall_s": round(wall, 2), "client_setup_s": round(marks.get("load", marks["begin"]) - marks["begin"], 2),
+            "arrival_window_s": round(window, 2),
+            "drain_s": round(max(ends) - max(starts), 2) if ends else None,
+            "client_overhead_s": round(wall - window, 2)}
+
+
+# ---- One run ----------------------------------------------------------------------------------
+def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, folder: Path,
+            bytes_per_token: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Set the arm's budget, empty the prefix cache, run the client; the result record and arrays."""
+    server = served.server
+    served.set_budget(run.index, run.arm.token_budget)
+    server.reset_prefix_cache()
+    stats_before = read_stats(served.stats_path)
+    argv = bench_argv(plan, run, model, server.base_url)
+    host: dict[str, Any] = {"before": host_activity(server.process.pid), "lockstep": None}
+    with MetricsPoller(f"{server.base_url}/metrics") as poller, GpuUtilSampler(visible_gpu_index()) as gpu:
+        window = LoadWindow(server.process.pid, gpu, plan.server.api_servers)
+        client, marks = run_client(argv, folder / "logs" / run.file_name.replace(".json", ".bench.log"),
+                                   window, poller.stall, server.alive)
+    host.update(after=host_activity(server.process.pid), server_cpu=window.server_cpu(),
+                client_cpu=window.client_cpu(), gpu_util=window.gpu_util(), client_gate=None)
+    time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
+    stats_after = read_stats(served.stats_path)
+    applied = (stats_after or {}).get("budget") or {}
+    if applied.get("control_seq") != run.index or applied.get("token_budget") != run.arm.token_budget:
+        raise HarnessError(f"run {run.index}: the engine did not apply token budget {run.arm.token_budget} "
+                           f"(its stats say {applied or 'nothing'}); not written")
+    detail = {k: client[k] for k in DETAIL_KEYS}
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "meta": collect_meta(plan.server.model, "dummy (random, real shapes)" if plan.server.dummy_weights else "real",
+                             ["-m", "harness.study", *sys.argv[1:]]),
+        "config": run_config(plan, run, server, argv),
+        "host": host,
+        "frontend": frontend_check(detail, plan.warmup_fraction, host["server_cpu"], host["client_cpu"],
+                                   plan.server.api_servers),
+        "client": {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)},
+        "engine": {"metrics": poller.report(bytes_per_token),
+                   "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
+                   "scheduler_stats_cumulative": stats_after},
+        "summary": summarize(detail, plan.warmup_fraction, plan.timeout_s),
+        "timing": run_timing(detail, marks, served),
+    }
+    return record, detail
+
+
+def run_config(plan: StudyPlan, run: PlannedRun, server: Server, argv: list[str]) -> dict[str, Any]:
+    """The ``config`` block: the loader's keys (as ``serve_bench.py`` writes them), the budget in
+    force, and where the run sits in its study."""
+    bench = f"vllm bench serve {shlex.join(argv)}"
+    return {
+        "task": plan.task, "tag": run.arm.tag, "workload": plan.load.workload, "rate": run.rate_label,
+        "run": run.repeat, "scheduler": plan.server.scheduler, "scheduler_cls": server.command[
+            server.command.index("--scheduler-cls") + 1],
+        "strategy_settings": strategy_settings(plan.server.scheduler, {}),
+        "api_server_count": plan.server.api_servers, "client_processes": 1,
+        "num_prompts": plan.load.num_prompts, "seed": run.seed,
+        "server_command": shlex.join(server.command), "bench_command": bench, "bench_commands": [bench],
+        "server_args": "", "bench_args": "", "server_params": plan.server.params(),
+        "bench_params": plan.load.params(), "warmup_fraction": plan.warmup_fraction, "timeout_s": plan.timeout_s,
+        "goodput": None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "parallel_gpu_slots": None,
+        "token_budget": run.arm.token_budget, "token_budget_set": "at run time (RuntimeBudget)",
+        "study": {"name": plan.name, "index": run.index, "round": run.round, "client": "in-process"},
+    }
+
+
+def log_run(run: PlannedRun, record: dict[str, Any], total: int) -> None:
+    s, t, front = record["summary"], record["timing"], record["frontend"]["token_gaps"]
+    say(f"run {run.index}/{total} {run.file_name}: TTFT p50 {number_text(s['ttft_ms']['p50'], ' ms', 1)}, "
+        f"p99 {number_text(s['ttft_ms']['p99'], ' ms', 1)}; ITL p50 {number_text(s['itl_ms']['p50'], ' ms', 2)}, "
+        f"p99 {number_text(s['itl_ms']['p99'], ' ms', 2)}; {number_text(s['output_throughput_tok_s'], ' tok/s', 0)}; "
+        f"failed {s['num_failed']}; completeness {number_text(front['completeness'], '', 3)}; "
+        f"wall {t['run_wall_s']:.0f} s = window {t['arrival_window_s']:.0f} s + overhead {t['client_overhead_s']:.0f} s")
+
+
+# ---- The command --------------------------------------------------------------------------------
+def expected_run_s(plan: StudyPlan) -> float:
+    window = plan.load.arrival_window_s
+    return RATE_INF_RUN_S if window is None else window + EXPECTED_OVERHEAD_S
+
+
+def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server: bool, dry_run: bool,
+              max_runs: int | None = None) -> int:
+    """Every run of the order whose file is missing (at most ``max_runs``), on one server; 0 when
+    none is left, 3 when some are."""
+    began = time.monotonic()
+    record = open_study(plan, folder)
+    order = plan.order()
+    todo = [r for r in order if not (folder / r.file_name).exists()]
+    say(f"study {plan.name} in {folder}: {len(order) - len(todo)} of {len(order)} runs done, {len(todo)} left")
+    if dry_run:
+        for run in order:
+            state = "todo" if run in todo else "done"
+            say(f"  {run.index:3d} round {run.round} budget {run.arm.token_budget:5d} seed {run.seed} "
+                f"{run.file_name}: {state}")
+        return 0
+    if not todo:
+        return 0
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / STUDY_FILE, record, indent=1)
+    model = plan.server.model_path()
+    try:
+        bytes_per_token = kv_bytes_per_token(load_config(model)) if Path(model).is_dir() else None
+    except (OSError, KeyError):
+        bytes_per_token = None
+    served = StudyServer.start_or_attach(plan, folder / "logs")
+    done: list[str] = []
+    finished = False
+    try:
+        for run in todo:
+            if until_s is not None and time.monotonic() - began + expected_run_s(plan) > until_s:
+                say(f"stopping before run {run.index}: it would end past --until-s {until_s:g}")
+                break
+            if max_runs is not None and len(done) >= max_runs:
+                say(f"stopping before run {run.index}: --max-runs {max_runs} done")
+                break
+            say(f"run {run.index}/{len(order)}: round {run.round}, token budget {run.arm.token_budget}, "
+                f"rate {run.rate_label}, seed {run.seed}")
+            result, detail = one_run(plan, run, served, model, folder, bytes_per_token)
+            write_run(folder / run.file_name, result, detail)
+            done.append(run.file_name)
+            log_run(run, result, len(order))
+        else:
+            finished = True
+    finally:
+        if done:
+            note_host(record, folder, done)
+        if finished or not keep_server:
+            served.stop()
+        else:
+            say(f"server left up for the next call ({served.state_path})")
+    left = len(todo) - len(done)
+    say(f"{len(done)} runs done in this call; {left} left")
+    return 0 if left == 0 else 3
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run what the results folder lacks")
+    run.add_argument("plan", type=Path, help="a study plan (experiments/*.json)")
+    run.add_argument("--results", type=Path, default=ROOT / "results",
+                     help="the folder that holds the plan's results_folder (default: results/)")
+    run.add_argument("--until-s", type=float, default=None,
+                     help="start no run that would end more than this many seconds after the call began")
+    run.add_argument("--max-runs", type=int, default=None, help="do at most this many runs in this call")
+    run.add_argument("--keep-server", action="store_true",
+                     help="when runs are left (--until-s, --max-runs), leave the server up for the next call")
+    run.add_argument("--dry-run", action="store_true", help="print the order and what is done; run nothing")
+    return top
+
+
+def main(argv: list[str]) -> int:
+    ns = parser().parse_args(argv)
+    try:
+        plan = StudyPlan.read(ns.plan)
+        return run_study(plan, ns.results / plan.results_folder, ns.until_s, ns.keep_server, ns.dry_run,
+                         ns.max_runs)
+    except HarnessError as err:
+        say(f"error: {err}")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted; finished runs are kept")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

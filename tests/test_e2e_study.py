@@ -1,0 +1,92 @@
+"""An interleaved study end to end on a real CPU ``vllm serve`` (setup_cpu_server.sh): two token
+budgets on one server, set at run time, the study cut after one run and resumed by a second call
+that finds the server the first left up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import host_monitor as hm
+from harness.results import BUDGET, Results
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_VENV = Path(os.environ.get("LAB3_CPU_SERVE_VENV", ROOT / ".venv-cpu-serve"))
+PLAN = {
+    "name": "budgets-on-cpu", "task": "task2", "question": "Does the runtime budget reach the engine?",
+    "results_folder": "task2_study",
+    "server": {"model": "models/tiny-qwen3", "dummy_weights": True, "max_num_batched_tokens": 128,
+               "max_num_seqs": 8, "gpu_memory_utilization": 0.15, "api_servers": 1,
+               "scheduler": "kv-recorder", "max_model_len": 512, "dtype": "float32", "enforce_eager": True},
+    "load": {"input_len": 300, "output_len": 6, "num_prompts": 10, "rate": 20},
+    "arms": [{"token_budget": 64}, {"token_budget": 128}],
+    "runs_per_arm": 2, "seed": 7,
+}
+
+
+def study(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    python = CPU_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"no CPU vLLM server environment at {CPU_VENV}: run `bash setup_cpu_server.sh`")
+    env = {**os.environ, "LAB3_SERVE_CMD": f"{python} -m vllm.entrypoints.cli.main serve",
+           "VLLM_LOGGING_LEVEL": "INFO"}  # the start-up phases are read from vLLM's INFO lines
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    return subprocess.run([sys.executable, "-m", "harness.study", "run", str(plan), "--results",
+                           str(tmp_path / "results"), *extra], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_an_interleaved_study_sets_each_budget_at_run_time_and_resumes_on_the_same_server(tmp_path):
+    folder = tmp_path / "results" / "task2_study"
+    first = study(tmp_path, "--max-runs", "1", "--keep-server")
+    assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-3000:]
+    state = json.loads((folder / "logs" / "server.json").read_text())
+    assert hm.live_group_members(state["pid"])  # left up for the next call
+
+    second = study(tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "attached to the server an earlier call left up" in second.stdout
+    assert not hm.live_group_members(state["pid"]) and not (folder / "logs" / "server.json").exists()
+
+    record = json.loads((folder / "study.json").read_text())
+    order = record["order"]
+    assert [o["token_budget"] for o in order[:2]] == [o["token_budget"] for o in order[2:]][::-1]
+    assert sorted(o["seed"] for o in order) == [8, 9, 10, 11]
+    assert [len(h["runs"]) for h in record["hosts"]] == [1, 3]
+    for entry in order:
+        data = json.loads((folder / entry["file"]).read_text())
+        assert data["config"]["token_budget"] == entry["token_budget"]
+        assert data["config"]["seed"] == entry["seed"] and data["config"]["study"]["index"] == entry["index"]
+        assert "--max-num-batched-tokens 128" in data["config"]["server_command"]
+        engine = data["engine"]["scheduler_stats_cumulative"]["budget"]
+        assert engine["token_budget"] == entry["token_budget"] and engine["control_seq"] == entry["index"]
+        assert engine["control_error"] is None
+        counts = data["engine"]["scheduler_counts_this_run"]
+        # The load's 10 prompts and the client's test prompt (a copy of the first, so that one is
+        # then mostly a prefix-cache hit).
+        assert 10 * 300 <= counts["tokens"]["prefill"] <= 11 * 300
+        assert data["summary"]["num_requests"] == 10 and data["summary"]["num_failed"] == 0
+        timing = data["timing"]
+        assert timing["server_reused"] == (entry["index"] > 1)
+        phases = timing["server_start_phases_s"]
+        assert "engine_ready" in phases and 0 < max(phases.values()) <= timing["server_ready_s"] + 1
+        assert 0 < timing["arrival_window_s"] < timing["run_wall_s"]
+        assert timing["client_overhead_s"] == pytest.approx(timing["run_wall_s"] - timing["arrival_window_s"], abs=0.02)
+        assert data["frontend"]["token_gaps"]["completeness"] is not None
+    # A 300-token prompt takes 5 prefill chunks at budget 64 and 3 at 128.
+    steps = {e["token_budget"]: json.loads((folder / e["file"]).read_text())
+             ["engine"]["scheduler_counts_this_run"]["steps"]["total"] for e in order}
+    assert steps[64] > steps[128]
+    rows = Results.load(tmp_path / "results").rows("task2")
+    assert sorted(rows[BUDGET].unique()) == [64, 128] and len(rows) == 4
+
+    third = study(tmp_path)
+    assert third.returncode == 0 and "0 left" in third.stdout and "starting the server" not in third.stdout
