@@ -13,7 +13,8 @@ they return.
 
 The rule behind every serving conclusion: it is drawn only from runs whose front end kept up
 (token-gap completeness >= 0.99, ``frontend`` block). Runs that lagged are reported, marked and
-counted, and the claims that rested on them are withdrawn by name (``WITHDRAWN``).
+counted, and no scheduler conclusion is drawn from them. The report states what the committed
+results show, not the history of earlier claims.
 """
 
 from __future__ import annotations
@@ -31,24 +32,19 @@ from harness import step_model
 from harness.document import (Block, appendix_blocks, bullets, heading, image, para, render_markdown, render_pdf,
                                report_blocks, table)
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, METRICS,
-                             MIB, THROUGHPUT, WHOLE_REQUESTS, Results, date_range, load_label,
-                             meta_field, point_table, provenance_line, shown, sitting_text, span_text,
+                             MIB, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
+                             meta_field, point_table, provenance_line, shown, sitting_text, sort_key, span_text,
                              strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 from harness.rules import (CHAT_ITL_TOLERANCE, MIN_RUNS_TO_SEPARATE, REPLAY_METRICS, SATURATED_CORE, SATURATED_GPU,
-                           SATURATION_TOLERANCE, SCREEN_SLOS, against_default, attainment_rows, capacity_runs,
-                           capacity_table, chat_budget, interval_text, is_sweep, kept_up, ratio, replay_ranking,
-                           replay_validation, saturation_budget, separated, separating, spearman, spread_pct)
+                           SATURATION_TOLERANCE, SCREEN_SLOS, SLOW_REQUEST_S, against_default, attainment_rows,
+                           capacity_runs, capacity_table, chat_budget, interval_text, is_sweep, kept_up, ratio,
+                           replay_ranking, replay_validation, saturation_budget, separated, separating,
+                           slow_requests, spearman, spread_factor, spread_pct)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 HANDOUT_RUNS = 2  # the handout's runs per point (median of 2)
-WITHDRAWN = {  # the committed folders -> the earlier claims that rested on their runs
-    ("task2",): "Task 2: how the TTFT and ITL tails move with the budget (ITL P99 rising, TTFT P99 "
-             "falling), the chat-budget pick, and the \"unordered\" rate-inf throughput across "
-             "budgets with two runs of one budget up to 32% apart, read as measurement noise.",
-    ("task3",): "Task 3: Strategy A's TTFT gain and ITL cost at rate 40, SJF's trade-off on the "
-             "variable-length load, and SJF beating the default on the fixed-length load (where "
-             "every prompt has the same length), read as run-to-run variance.",
-}
+HANDOUT_FOLDER = "task2"  # the handout's Task 2 runs (its flags: one API server)
+CAPACITY_BAR = "the 1.2x bar (1.2x the default's SLO capacity, 95% interval above 1.0)"
 STRATEGY_MOTIVATION = {
     "prefill-first": "Strategy A (the handout's): while any prefill work is pending, a step holds "
                      "only prefills; otherwise only decodes. Expected: lower TTFT, higher ITL.",
@@ -217,22 +213,16 @@ def frontend_section(res: Results) -> list[Block]:
                    table(front_end_table([gated], (*CORES, THROUGHPUT)), place="appendix")]
         if fact := gated_client_fact(gated):
             blocks.append(bullets([fact]))
-    withdrawn = [text for folders, text in WITHDRAWN.items()
-                 if rows[rows["folder"].isin(folders)]["lagged"].any()]
-    if withdrawn:
-        blocks += [para("Withdrawn until runs whose front end kept up exist: the earlier report's "
-                        "conclusions below rested on lagged runs and may be front-end effects."),
-                   bullets(withdrawn)]
     if verdicts := task2_verdicts(res.rows("task2")):
-        blocks += [para("Settled by the corrected runs: Task 2's claims below (section 4); Task 3's in section 5's "
-                        "answers, point by point, from the runs that kept up."), bullets(verdicts)]
+        blocks += [para("What the runs with several API servers settle: Task 2's below (section 4); Task 3's in "
+                        "section 5's answers, point by point, from the runs that kept up."), bullets(verdicts)]
     return blocks
 
 
 def task2_verdicts(rows: pd.DataFrame) -> list[str]:
-    """The withdrawn Task 2 claims against the corrected sweeps (several API servers): the rate-inf
-    throughput read as unordered noise (``capacity_runs``, 3 budgets or more), and the latency
-    claims, open until a sweep at a Poisson rate has runs that kept up."""
+    """What the sweeps with several API servers settle: whether rate-inf throughput is ordered by
+    the budget or within the runs' noise (``capacity_runs``, 3 budgets or more), and the latency
+    questions, open until a sweep at a Poisson rate has runs that kept up."""
     if rows.empty:
         return []
     several = rows[rows["api servers"] > 1]
@@ -246,17 +236,17 @@ def task2_verdicts(rows: pd.DataFrame) -> list[str]:
         medians = by_budget.median()
         apart = sum(separated(runs[a], runs[b]) for a, b in pairs)
         verdicts.append(
-            f"The \"unordered\" rate-inf throughput read as measurement noise ({name}, {by_budget.size().min()}+ "
-            f"runs per budget): {'does not hold' if apart else 'holds'}. {apart} of {len(pairs)} pairs of budgets "
+            f"Rate-inf throughput across budgets ({name}, {by_budget.size().min()}+ runs per budget): "
+            f"{apart} of {len(pairs)} pairs of budgets "
             f"separate (every run of one beyond every run of the other); runs of one budget differ by up to "
             f"{spread_pct(part, THROUGHPUT, BUDGET):.0f}%, the budgets' medians by "
             f"{(medians.max() / medians.min() - 1) * 100:.0f}%."
-            + (" The order is real (section 4)." if apart else ""))
+            + (" The order is real, not measurement noise (section 4)." if apart else
+               " No pair separates: the order is within the runs' noise."))
     swept = kept_up(several[several["rate"] != "inf"]).groupby("setting")[BUDGET].nunique()
     if verdicts and not (swept >= 3).any():
         verdicts.append("How the TTFT and ITL tails move with the budget, and the chat pick: still open; they "
-                        "need a budget sweep at a Poisson rate whose runs keep up (sittings task2-16-low "
-                        "and -high, task2-stress-low and -high).")
+                        "need a budget sweep at a Poisson rate whose runs keep up.")
     return verdicts
 
 
@@ -369,8 +359,8 @@ def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame) -> l
             f"process starts its own clock after its own set-up, and their first requests went out "
             f"{span_text(split['client start spread (s)'], 1)} s apart, so rate inf became staggered "
             f"bursts (completeness {span_text(split['completeness'])}, throughput "
-            f"{span_text(split[THROUGHPUT], 0)} tok/s). These runs are shown, not compared; since then the "
-            "clients of a split load start together (`harness/bench_gate.py`, recorded as `client_gate`).")
+            f"{span_text(split[THROUGHPUT], 0)} tok/s). These runs are shown, not compared (`harness/bench_gate.py` "
+            "starts the clients of a split load together, recorded as `client_gate`).")
     earlier = rows[(rows["folder"] == "task2") & (rows["rate"] == "inf") & (rows[BUDGET] == 2048)]
     if not earlier.empty and not one.empty:
         facts.append(
@@ -498,12 +488,19 @@ def graph_steps_sentence(medians: pd.Series, steps: dict[str, Any]) -> str:
               "fit, not one they prove; section 6b sets it against measured step times.")
 
 
-def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None) -> list[str]:
+def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
+                  slow: pd.DataFrame | None = None, slow_note: str = "") -> list[str]:
     """The handout's three questions, answered per setting and load with the run-to-run spread
     beside each answer: latency from the runs whose front end kept up only, rate-inf throughput
-    from every run where ``capacity_runs`` allows."""
-    capacity = [f for (name, rate), part in rows.groupby(["setting", "rate"], sort=False) if rate == "inf"
-                for f in [capacity_answer(name, part, steps)] if f]
+    from every run where ``capacity_runs`` allows, with the handout's runs of the same budgets
+    beside it; and, given ``slow`` (``slow_request_rows``), the requests slower than
+    ``SLOW_REQUEST_S`` end to end."""
+    capacity = []
+    for (name, rate), part in rows.groupby(["setting", "rate"], sort=False):
+        if rate == "inf" and (answer := capacity_answer(name, part, steps)):
+            capacity += [answer, *filter(None, [handout_order_fact(part, rows)])]
+    if slow is not None and not slow.empty:
+        capacity.append(slow_requests_fact(slow, slow_note))
     facts = []
     for (name, rate), part in kept_up(rows).groupby(["setting", "rate"], sort=False):
         enough = part.groupby(BUDGET)[BUDGET].transform("size") >= HANDOUT_RUNS
@@ -540,6 +537,72 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None) -> li
     return capacity + facts
 
 
+def handout_order_fact(part: pd.DataFrame, rows: pd.DataFrame) -> str | None:
+    """The handout's rate-inf runs (``HANDOUT_FOLDER``) at the budgets a capacity sweep ``part``
+    shares with them: their order by median, and whether the sweep's slowest budget is the
+    slowest there too, every run below the others' (``separated`` needs 3 runs a side, too many
+    here, so plainly: its highest run below their lowest)."""
+    handout = rows[(rows["folder"] == HANDOUT_FOLDER) & (rows["rate"] == "inf")]
+    here = part.groupby(BUDGET)[THROUGHPUT].median()
+    handout = handout[handout[BUDGET].isin(here.index)]
+    if (part["folder"] == HANDOUT_FOLDER).any() or handout[BUDGET].nunique() < 2:
+        return None
+    runs = dict(list(handout.groupby(BUDGET)[THROUGHPUT]))
+    order = handout.groupby(BUDGET)[THROUGHPUT].median().sort_values().index
+    slowest = here.idxmin()
+    overlap = [str(b) for b in runs if b != slowest
+               and not (runs[slowest].max() < runs[b].min() or runs[b].max() < runs[slowest].min())]
+    counts = handout.groupby(BUDGET).size()
+    why = ([f"{counts.min()} runs per budget"] if counts.min() < MIN_RUNS_TO_SEPARATE else []) + (
+        ["API-server CPU not recorded"] if handout[BUSIEST_API].isna().any() else
+        ["an API server at a full core"] if handout[BUSIEST_API].max() >= SATURATED_CORE else [])
+    if slowest not in runs:
+        verdict = f"{slowest}, the sweep's slowest, did not run there"
+    elif order[0] == slowest:
+        verdict = (f"{slowest} is the slowest there too" + (f" by median, but its runs overlap those of "
+                                                            f"{' and '.join(overlap)}" if overlap else
+                                                            ", every run below every run of the others"))
+    else:
+        verdict = (f"{slowest}, the sweep's slowest, is not the slowest there ({order[0]} is, by median)"
+                   + (f" and its runs overlap those of {' and '.join(overlap)}" if overlap else ""))
+    api = int(handout["api servers"].max())
+    return (f"The handout's runs ({HANDOUT_FOLDER}: {api} API server{'s' * (api > 1)}, rate inf) order the same "
+            f"budgets {' < '.join(map(str, order))} by median "
+            f"({'; '.join(f'{b}: {span_text(runs[b], 0)}' for b in sorted(runs))} tok/s): {verdict}."
+            + (f" They are not read as the engine's pace ({'; '.join(why)}), so they neither confirm nor "
+               "contradict the sweep's order." if why else ""))
+
+
+def slow_request_rows(runs: list[Run], limit_s: float = SLOW_REQUEST_S) -> pd.DataFrame:
+    """Per run: its setting, load and budget, how many requests it sent, and how many of them
+    succeeded slower than ``limit_s`` end to end (``slow_requests``)."""
+    return pd.DataFrame([{"setting": r.setting, "rate": r.config["rate"], "run": r.config["run"],
+                          BUDGET: r.config["server_params"].get("max_num_batched_tokens"),
+                          "requests": len(r.detail["ttfts"]), "slow": slow_requests(r, limit_s)} for r in runs])
+
+
+def slow_requests_fact(slow: pd.DataFrame, note: str = "", limit_s: float = SLOW_REQUEST_S) -> str:
+    """How many requests per run exceeded ``limit_s`` end to end, for every setting, load and
+    budget where any did; how many other runs had none."""
+    head = f"Requests slower than {limit_s:g} s end to end (TTFT plus the sum of the ITLs{note})"
+    parts, listed = [], 0
+    ordered = slow.sort_values(["setting", "rate", BUDGET, "run"], key=sort_key, kind="stable")
+    for (setting, rate, budget), g in ordered.groupby(["setting", "rate", BUDGET], sort=False):
+        if g["slow"].any():
+            counts = [str(n) for n in g["slow"]]
+            joined = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+            total = (f"{g['requests'].iloc[0]}" if g["requests"].nunique() == 1 else
+                     "/".join(map(str, g["requests"])))
+            parts.append(f"{setting}, {load_label(rate)}, budget {budget}: {joined} of {total} requests "
+                         f"({'one run' if len(g) == 1 else f'{len(g)} runs'})")
+            listed += len(g)
+    if not parts:
+        return f"{head}: none in any of the {len(slow)} Task 2 runs."
+    return (f"{head}, per run: {'; '.join(parts)}"
+            + (f"; none in the other {len(slow) - listed} Task 2 runs." if len(slow) > listed else ".")
+            + " They stay in the runs' percentiles.")
+
+
 def task2_section(res: Results) -> list[Block]:
     blocks = [heading("4 Task 2: max_num_batched_tokens sweep")]
     rows = res.rows("task2")
@@ -562,7 +625,14 @@ def task2_section(res: Results) -> list[Block]:
                    table(shown(part, ("setting", "rate", "attainment", "goodput (req/s)")), place="appendix")]
     return blocks + [image(res.folder, "task2_A1_latency.png", "A1: budget vs TTFT/ITL P50/P99"),
                      image(res.folder, "task2_A2_throughput.png", "A2: budget vs throughput"),
-                     heading("Answers from the data", 3), bullets(task2_answers(rows, res.budget_steps))]
+                     heading("Answers from the data", 3),
+                     bullets(task2_answers(rows, res.budget_steps, slow_request_rows(res.runs("task2")), slow_note(res)))]
+
+
+def slow_note(res: Results) -> str:
+    """Where ``SLOW_REQUEST_S`` comes from, where the results show it: Task 3's timeout."""
+    limits = {r.config.get("timeout_s") for r in res.runs("task3")}
+    return "; the timeout of Task 3's runs" if limits == {SLOW_REQUEST_S} else ""
 
 
 # --- 5 Task 3 -------------------------------------------------------------------------------
@@ -616,14 +686,17 @@ def task3_answers(rows: pd.DataFrame) -> list[str]:
     for (folder, workload, rate), name, own, base in against_default(rows):
         found = [f"{unit_less(c)} {span_text(own[c], 0)} against {span_text(base[c], 0)}"
                  for c in separating(own, base)]
-        spread = max(spread_pct(p, c, "strategy") for p in (own, base) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
+        (spread, who), column = max((spread_factor(p, c, "strategy"), c) for p in (own, base)
+                                    for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
+        widest = pd.concat([own, base]).query("strategy == @who")[column]
         facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, "
                      f"{sitting_text(pd.concat([own, base])['sitting'])}, {len(own)} / "
                      f"{len(base)} runs against the default): "
                      + (f"too few runs to separate (at least {MIN_RUNS_TO_SEPARATE} a side)"
                         if min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE else
                         f"every run beyond every run on {'; '.join(found)}" if found else "no metric separated")
-                     + f". Runs of one strategy differ by up to {spread:.0f}% in TTFT P50/P99, so "
+                     + f". Runs of one strategy differ by up to {factor(spread)} (highest / lowest) in TTFT "
+                       f"P50/P99 ({strategy_label(who)}, {unit_less(column)} {span_text(widest, 0)} ms), so "
                        "a TTFT difference smaller than that is not resolved by these runs.")
     if facts:
         facts.append("With 3 runs a side, two equal strategies separate on one metric by chance 1 time "
@@ -696,7 +769,7 @@ def slo_section(res: Results, sweeps: dict[str, Sweep], screen: tuple[pd.DataFra
     return blocks + screen_section(res, *screen)
 
 
-SCREEN = "replay_screen_api-4"  # simulated replays of issue #16's grid: a plan for GPU runs, not a result
+SCREEN = "replay_screen_api-4"  # simulated replays of the SLO-capacity grid: a plan for GPU runs, not a result
 BUDGET_REPLAYS, BUDGET_SWEEP = "replay_budgets_api-4", "task2_api-4_budgets"  # held-out budgets, rate inf
 
 
@@ -732,12 +805,12 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
     bound = ("" if capped.empty else " Where a capacity reads '>=', every grid rate met the SLO: the ratio is a lower "
              "bound, and the grid must reach higher rates before a strategy is ruled out of 1.2x.")
     top = ours.loc[ours["vs default"].idxmax()]
-    reached = ours[(ours["vs default"] >= 1.2) & (ours["ratio low"] > 1.0)]  # issue #16's bar
+    reached = ours[(ours["vs default"] >= 1.2) & (ours["ratio low"] > 1.0)]  # CAPACITY_BAR
     names = sorted(set(map(strategy_label, reached["strategy"])))
-    verdict = (f"In the simulator {' and '.join(names)} reach{'es' * (len(names) == 1)} issue "
-               "#16's 1.2x the default's SLO capacity with an interval above 1.0: candidates, to be confirmed on "
+    verdict = (f"In the simulator {' and '.join(names)} reach{'es' * (len(names) == 1)} "
+               "1.2x the default's SLO capacity with an interval above 1.0: candidates, to be confirmed on "
                "the GPU" if not reached.empty else
-               f"No strategy {'is shown to reach' if bound else 'reaches'} issue #16's 1.2x the default's SLO "
+               f"No strategy {'is shown to reach' if bound else 'reaches'} 1.2x the default's SLO "
                "capacity in the simulator")
     verdict += (f" (best: {strategy_label(top['strategy'])} {'>=' * top['text'].startswith('>=')}"
                 f"{top['vs default']:.2f}x, 95% interval {top['ratio interval']}, {top['workload']}, {top['slo']}).")
@@ -746,7 +819,7 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
             for g in [g.dropna(axis=1, how="all")]  # only the strategies replayed on this load
             for i, a in enumerate(g.columns) for b in g.columns[i + 1:] if g[a].equals(g[b])]
     runs = res.serving[SCREEN]
-    return [heading("Simulated screen (issue #16): where scheduling may pay -- a plan for GPU runs, not a result", 3),
+    return [heading("Simulated screen: where scheduling may pay -- a plan for GPU runs, not a result", 3),
             para(f"Each point replayed {att['run'].max()} times by `harness/sched_sim.py replay` (the H200 step "
                  f"model of section 6b; one workload seed, {runs[0].config['seed']}; residual seeds 1-"
                  f"{att['run'].max()}), {len(runs)} replays in `results/{SCREEN}/`. SLO capacity: the highest "
@@ -770,8 +843,8 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
                      "Known error (section 6b): throughput within 5%, but TTFT near saturation off by up to 2x "
                      "and the GPU's own runs of one load spread several-fold; API servers and client are not "
                      "modelled. The intervals here cover only the replays' step-time residuals, not that error: "
-                     "a capacity may move by a few req/s on the GPU, and only GPU runs (>= 3 per point) give the "
-                     "confidence intervals issue #16 asks for."])]
+                     "a capacity may move by a few req/s on the GPU, and only GPU runs (>= 3 per point) give "
+                     "confidence intervals for it."])]
 
 
 def sweep_gaps(rows: pd.DataFrame) -> list[str]:
@@ -851,7 +924,7 @@ def attainment_ratio_text(att: pd.DataFrame, strategy: str, rate: float, draws: 
 
 def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | None = None) -> str:
     """One strategy's capacity against the default's under one SLO pair, with intervals, whether it
-    meets issue #16's bar, and, given the runs' attainment ``att``, the attainment ratio at the
+    meets ``CAPACITY_BAR``, and, given the runs' attainment ``att``, the attainment ratio at the
     lowest rate both ran."""
     base = caps[(caps["slo"] == r["slo"]) & (caps["workload"] == r["workload"]) & (caps["strategy"] == "default")]
     head = (f"{strategy_label(r['strategy'])}, SLO `{r['slo']}`: capacity {r['text']} req/s (95% interval "
@@ -859,12 +932,12 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | Non
     if np.isnan(r["vs default"]):
         head += ": both under their grids, no ratio"
     else:
-        met = r["vs default"] >= 1.2 and r["ratio low"] > 1.0  # issue #16's bar
+        met = r["vs default"] >= 1.2 and r["ratio low"] > 1.0  # CAPACITY_BAR
         head += (f": {'at least ' * r['bound']}{r['vs default']:.2f}x (95% interval {r['ratio interval']}"
                  + ("; a lower bound, the default met the SLO at none of its rates, so whether the ratio "
-                    "reaches issue #16's bar (1.2x, interval above 1.0) is open until its grid goes lower)"
+                    f"reaches {CAPACITY_BAR} is open until its grid goes lower)"
                     if r["bound"] and not met else
-                    f"), {'meeting' if met else 'short of'} issue #16's bar (1.2x, interval above 1.0)"))
+                    f"), {'meeting' if met else 'short of'} {CAPACITY_BAR}"))
     if att is None:
         return head + "."
     mine = att[(att["slo"] == r["slo"]) & (att["workload"] == r["workload"])]
@@ -873,19 +946,34 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | Non
     return head + (f"; {attainment_ratio_text(mine, r['strategy'], shared[0])}." if shared else ".")
 
 
-def price_fact(rows: pd.DataFrame) -> str:
-    """What the median request gains and the tail pays, over every rate of the sweep."""
+def price_fact(rows: pd.DataFrame, caps: pd.DataFrame | None = None) -> str:
+    """What the median request gains and the tail pays, over every rate of the sweep, and, given the
+    capacities ``caps``, each strategy's TTFT P99 over every run at the rates above its capacity
+    under the lab's pair (all rates where it is under its grid), beside the default's at those rates."""
     spans = {s: (span_text(g["TTFT P50 (ms)"], 0), span_text(g["TTFT P99 (ms)"], 0))
              for s, g in rows.groupby("strategy", sort=False)}
+    past = []
+    lab = pd.DataFrame() if caps is None else caps[(caps["slo"] == SCREEN_SLOS[0]) & (caps["strategy"] != "default")]
+    for r in lab.to_dict("records"):
+        above = rows[rows["workload"] == r["workload"]]
+        above = above[above["rate"].astype(float) > (-np.inf if np.isnan(r["capacity"]) else r["capacity"])]
+        own, base = (above.loc[above["strategy"] == s, "TTFT P99 (ms)"] for s in (r["strategy"], "default"))
+        if own.empty:
+            continue
+        rates = sorted(set(above.loc[own.index, "rate"]), key=float)
+        past.append(f"at {' and '.join(rates)} req/s, the rates above the SLO capacity of {strategy_label(r['strategy'])} "
+                    f"under the lab's pair ({r['text']} req/s), its TTFT P99 is {span_text(own, 0)} ms over every run"
+                    + (f" against the default's {span_text(base, 0)} ms" if not base.empty else ""))
     return ("TTFT P50 and P99 over every run of the sweep: "
             + "; ".join(f"{strategy_label(s)} {p50} and {p99} ms" for s, (p50, p99) in spans.items())
+            + "".join(f"; {p}" for p in past)
             + ". An order that serves the requests still on time first and the late ones last keeps the median "
               "low, and once the queue outgrows what the SLO allows its late requests wait longest: "
               "read P99 TTFT beside attainment (Pareto figure).")
 
 
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
-    """SLO sweeps measured on the GPU (issue #16): attainment per rate, capacity per strategy with
+    """SLO sweeps measured on the GPU: attainment per rate, capacity per strategy with
     bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
     and the simulator's prediction for the same load beside it."""
     blocks: list[Block] = []
@@ -894,7 +982,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         workloads = sorted(set(rows["workload"]))
         wide = attainment_grid(att, ["slo", "strategy"])
         facts = ([capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
-                 + [price_fact(rows)] if not sw.gaps else
+                 + [price_fact(rows, caps)] if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
         if not sim.empty and not sw.gaps:
@@ -915,11 +1003,11 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                    image(res.folder, f"{folder}_pareto.png", "P99 TTFT against P99 ITL, one point per strategy and rate"),
                    bullets(facts)]
     if blocks:
-        blocks.insert(0, heading("GPU runs: SLO capacity with intervals (issue #16)", 3))
+        blocks.insert(0, heading("GPU runs: SLO capacity with intervals", 3))
     return blocks
 
 
-# --- 6b The replay simulator against the H200 (issue #17) -----------------------------------
+# --- 6b The replay simulator against the H200 -----------------------------------------------
 def ranking_fact(rank: pd.DataFrame) -> str:
     """'Ranking against the default: A, the GPU runs separate on 4 of 10 point-metrics ...' per strategy."""
     if rank.empty:
@@ -1028,7 +1116,7 @@ def budget_replay_fact(res: Results) -> str | None:
 
 
 def replay_section(res: Results) -> list[Block]:
-    blocks = [heading("6b The replay simulator against the H200 (issue #17)")]
+    blocks = [heading("6b The replay simulator against the H200")]
     v = replay_validation(res)
     if v.empty:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
@@ -1054,7 +1142,7 @@ def replay_section(res: Results) -> list[Block]:
         f"error {sm['median_relative_error']:.1%}; a step's output is applied after the next step "
         f"(lag {sm['output_lag_steps']}); per-step residuals drawn from the fit's (seed 42). Predicted / "
         f"measured total step time in the logs not fitted: {held_out_step_error(res.folder, sm)}.",
-        "Within issue #17's goals (P50 10%, P99 20%, throughput 5%): "
+        "Within the simulator's goals (P50 10%, P99 20%, throughput 5%): "
         + "; ".join(f"{k} {int(r['sum'])} of {int(r['size'])}" for k, r in goal.iterrows())
         + f". The simulated value lies inside the GPU runs' range in {int(v['in range'].sum())} of "
           f"{int(v['in range'].notna().sum())} cells with 2 or more runs.",
@@ -1068,8 +1156,7 @@ def replay_section(res: Results) -> list[Block]:
         "step error above) lengthen A's prefill queue. ITL P50 lies between two modes (decode-only steps ~10 ms, steps with prompt "
         f"tokens ~30 ms): GPU runs read {itl['low'].min():.0f}-{itl['high'].max():.0f} ms at 39 req/s, the "
         "replay the upper mode for the default. Not modelled: API servers and client, slow steps in runs, "
-        "prefix caching. task2_api-4 is an earlier sitting on another H200 host (hosts differ by up to 2x). "
-        "SJF on the fixed load is the default's policy (equal prompts), so its replay is the default's.",
+        "prefix caching. SJF on the fixed load is the default's policy (equal prompts), so its replay is the default's.",
         f"Speed: {cpu.min():.1f}-{cpu.max():.1f} s of CPU per 1000-request replay (median "
         f"{cpu.median():.1f} s; one process per core, vLLM's import not counted).",
     ]
@@ -1124,12 +1211,25 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
     lift = lift_rows(res)
     several = several_api_servers(lift) if not lift.empty else lift
     if not several.empty:
-        items.append(f"Front end (section 3): with several API servers the busiest used at most "
+        items.append(f"Front end (section 3): in the front-end study ({', '.join(dict.fromkeys(several['folder']))}; "
+                     f"one client process), with several API servers the busiest used at most "
                      f"{several[BUSIEST_API].max():.2f} of a core, and the engine core "
                      f"({span_text(several[ENGINE_CORES], 2)}) became the busiest process while the GPU "
-                     f"was busy {span_text(several[GPU_UTIL], 0)}%; at rate inf completeness still fell "
-                     f"below 0.99 in {int(several['lagged'].sum())} of {len(several)} runs.")
+                     f"was busy {span_text(several[GPU_UTIL], 0)}%"
+                     + "".join(f"; {t}" for t in [rate_inf_lag_text(res.rows("task2", "task3", "slo"))] if t) + ".")
     return [heading("7 Summary"), bullets(items)]
+
+
+def rate_inf_lag_text(rows: pd.DataFrame) -> str:
+    """How many serving runs at rate inf with several API servers lagged, and which they are ('' for none)."""
+    inf = rows[(rows["rate"] == "inf") & (rows["api servers"] > 1)]
+    if inf.empty:
+        return ""
+    servers = " or ".join(map(str, sorted(inf["api servers"].unique())))
+    clients = " or ".join(map(str, sorted(inf["clients"].unique())))
+    return (f"at rate inf with {servers} API servers ({', '.join(dict.fromkeys(inf['folder']))}; {clients} "
+            f"client process{'es' * bool(inf['clients'].max() > 1)}) completeness still fell below 0.99 in "
+            f"{int(inf['lagged'].sum())} of {len(inf)} runs")
 
 
 def build_report(res: Results) -> list[Block]:

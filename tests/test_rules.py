@@ -58,3 +58,14 @@ def test_slo_capacity_interpolates_the_last_crossing(attained, expected):
 
 def test_ratio_of_a_zero_latency_is_infinite_not_an_error():
     assert rules.ratio(3.0, 0.0) == math.inf and rules.ratio(3.0, 2.0) == 1.5
+
+
+def test_spread_is_the_highest_run_over_the_lowest():
+    """Runs of 91, 201 and 657 ms 'differ by up to' 657 / 91 = 7.2x (622%), not (657 - 91) / 201
+    = 282% (the range over the median, which read as the factor understates it)."""
+    runs = pd.DataFrame({"strategy": ["a"] * 3 + ["b"] * 3, "TTFT P50 (ms)": [91.0, 201.0, 657.0, 10.0, 11.0, 12.0]})
+    factor, where = rules.spread_factor(runs, "TTFT P50 (ms)", "strategy")
+    assert factor == pytest.approx(657 / 91) and where == "a"
+    assert rules.spread_pct(runs, "TTFT P50 (ms)", "strategy") == pytest.approx((657 / 91 - 1) * 100)
+    assert rules.spread_factor(runs.assign(**{"TTFT P50 (ms)": [0.0, 1.0, 2.0, 1, 1, 1]}),
+                               "TTFT P50 (ms)", "strategy")[0] == math.inf  # a zero lowest: no crash
