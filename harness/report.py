@@ -32,14 +32,14 @@ from harness import step_model
 from harness.document import (Block, appendix_blocks, bullets, heading, image, para, render_markdown, render_pdf,
                                report_blocks, table)
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, METRICS,
-                             MIB, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
+                             MIB, PREFILL_CHUNK, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
                              meta_field, point_table, provenance_line, shown, sitting_text, sort_key, span_text,
                              strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 from harness.rules import (CHAT_ITL_TOLERANCE, MIN_RUNS_TO_SEPARATE, REPLAY_METRICS, SATURATED_CORE, SATURATED_GPU,
                            SATURATION_TOLERANCE, SCREEN_SLOS, SLOW_REQUEST_S, against_default, attainment_rows,
                            capacity_runs, capacity_table, chat_budget, interval_text, is_sweep, kept_up, ratio,
                            replay_ranking, replay_validation, saturation_budget, separated, separating,
-                           slow_requests, spearman, spread_factor, spread_pct)
+                           slow_requests, spearman, spread_factor, spread_pct, below_pairs, trend_verdict)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 HANDOUT_RUNS = 2  # the handout's runs per point (median of 2)
@@ -508,6 +508,9 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
         med = task2_table(part).sort_values(BUDGET)
         if len(med) < 3:
             continue
+        if rate != "inf" and med["runs"].min() >= MIN_RUNS_TO_SEPARATE:
+            facts += budget_answers(name, rate, part, med)
+            continue
         budgets = list(med[BUDGET])
         rhos = ", ".join(f"{c.replace(' (ms)', '')} {spearman(budgets, list(med[c])):+.2f}" for c in METRICS)
         line = (f"{name}, {load_label(rate)} ({len(part)} runs that kept up, {int(med['runs'].min())}-"
@@ -527,6 +530,7 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
             line += (f" Chat rule (ITL P99 within {CHAT_ITL_TOLERANCE:.0%} of the best budget's, then "
                      f"the lowest TTFT P99): {chat_budget(med)}.")
         facts.append(line)
+    facts += flag_check_facts(rows)
     if rows["lagged"].any():
         facts.append(lag_sentence(rows, "the Task 2 runs that lagged")
                      + " The handout's questions (how TTFT and ITL move with the budget, which budget "
@@ -535,6 +539,98 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
                      + (" Throughput at rate inf, which a merged chunk does not change, is answered "
                         "above from every run where no API server had a full core." if capacity else ""))
     return capacity + facts
+
+
+THEORY = {"TTFT": False, "ITL": True}  # the handout's expectation: TTFT falls, ITL rises with the budget
+
+
+def runs_by_budget(part: pd.DataFrame, column: str, digits: int = 1) -> str:
+    """'512: 11.4-13.7, 1024: 26.5-30.8, ...': each budget's runs, lowest to highest."""
+    return ", ".join(f"{budget}: {span_text(group, digits)}" for budget, group in part.groupby(BUDGET)[column])
+
+
+def pairs_text(pairs: list[tuple[int, int]]) -> str:
+    """'512 < 1024, 2048; 4096 < 1024' (each lower budget with those it is below), or 'none'."""
+    lower: dict[int, list[int]] = {}
+    for a, b in sorted(pairs):
+        lower.setdefault(a, []).append(b)
+    return "; ".join(f"{a} < {', '.join(map(str, bs))}" for a, bs in lower.items()) or "none"
+
+
+def budget_answers(name: str, rate: str, part: pd.DataFrame, med: pd.DataFrame) -> list[str]:
+    """The handout's Task 2 questions in sentences a student can check against A1 and A2, for a
+    setting with enough runs per budget to separate them (``below_pairs``): how each latency
+    moves with the budget against the theory, what a step carries, throughput against the
+    offered load, and the budget for chat."""
+    studies = part["study"].dropna().unique()
+    how = (f"study {', '.join(studies)}: the budgets alternate run by run on one server, in the order its "
+           f"study.json records" if len(studies) else "one server per budget")
+    facts = [f"{name}, {load_label(rate)} ({len(part)} runs that kept up, {int(med['runs'].min())} per budget; "
+             f"{how}; {sitting_text(part['sitting'])}). A pair of budgets 'separates' when every run of one is "
+             f"below every run of the other."]
+    for column in METRICS:
+        metric = column.split()[0]
+        pairs = below_pairs(part, column, BUDGET)
+        rises = THEORY[metric]
+        agree = [(a, b) for a, b in pairs if (a < b) == rises]
+        against = [(a, b) for a, b in pairs if (a < b) != rises]
+        verdict = {"holds": "as the theory says", "contradicted": "against the theory",
+                   "mixed": "partly as the theory says", "no pair separates": "no budget separates from another"}
+        facts.append(f"{column.removesuffix(' (ms)')} (theory: {'rises' if rises else 'falls'} as the budget grows): "
+                     f"{verdict[trend_verdict(pairs, rises)]}"
+                     + (f"; with the theory: {pairs_text(agree)}" if agree else "")
+                     + (f"; against it: {pairs_text(against)}" if against else "")
+                     + f" (a < b: every run of budget a below every run of b). Runs (ms): {runs_by_budget(part, column)}.")
+    chunk = part.groupby(BUDGET)[PREFILL_CHUNK].median()
+    if chunk.notna().all():
+        slack = [int(b) for b, c in chunk.items() if c < 0.6 * b]
+        facts.append("What a step carries (prefill tokens per step that holds prefill, median of runs): "
+                     + ", ".join(f"{b}: {c:.0f}" for b, c in chunk.items())
+                     + (f"; from {slack[0]} on a step holds well under the budget (under 60% of it), so larger "
+                        "budgets change little at this rate." if slack else "."))
+    offered = part["offered (tok/s)"].dropna()
+    kept_pace = not offered.empty and (part[THROUGHPUT] >= (1 - SATURATION_TOLERANCE) * part["offered (tok/s)"]).all()
+    facts.append(f"Throughput: {span_text(part[THROUGHPUT], 0)} tok/s over every run"
+                 + (f" against {offered.median():.0f} tok/s offered ({rate} req/s x the output length)"
+                    if not offered.empty else "")
+                 + (f"; every run within {SATURATION_TOLERANCE:.0%} of what was offered, so at this rate throughput "
+                    "is the offered load whatever the budget (A2 is flat; each run's own arrival draw moves it "
+                    "a little); the budget's effect on throughput shows at rate inf." if kept_pace else "."))
+    chat = chat_budget(med)
+    facts.append(f"For chat (rule: ITL P99 within {CHAT_ITL_TOLERANCE:.0%} of the best budget's median, then the "
+                 f"lowest TTFT P99): {chat}. Its runs: ITL P99 "
+                 f"{span_text(part.loc[part[BUDGET] == chat, 'ITL P99 (ms)'], 1)} ms, TTFT P99 "
+                 f"{span_text(part.loc[part[BUDGET] == chat, 'TTFT P99 (ms)'], 1)} ms.")
+    return facts
+
+
+def flag_check_facts(rows: pd.DataFrame) -> list[str]:
+    """Budgets set at run time against runs of the same budget, rate and machine on a server
+    started with the flag: the runtime budget's check on the GPU (that it plans the same steps
+    is a test on the real scheduler)."""
+    keys = ["rate", "api servers", "sitting", BUDGET]
+    runtime = rows[rows["budget set"] == "at run time"]
+    flag = rows[(rows["budget set"] == "by the flag") & rows["study"].notna()]
+    facts = []
+    for key, own in flag.groupby(keys, sort=False):
+        base = runtime[(runtime[keys] == pd.Series(key, index=keys)).all(axis=1)]
+        if base.empty:
+            continue
+        shown_metrics = ["TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P99 (ms)"]
+        split = [c.removesuffix(" (ms)") for c in shown_metrics if separated(own[c], base[c])]
+        enough = min(len(own), len(base)) >= MIN_RUNS_TO_SEPARATE
+        facts.append(
+            f"The runtime budget checked against the flag, budget {key[3]}, {load_label(key[0])}, one machine: "
+            f"{len(own)} run(s) on a server started with --max-num-batched-tokens {key[3]} ({', '.join(own['folder'].unique())}) "
+            "read " + ", ".join(f"{c.removesuffix(' (ms)')} {span_text(own[c], 1)}" for c in shown_metrics)
+            + f" ms (completeness {span_text(own['completeness'])}), against "
+            + ", ".join(f"{span_text(base[c], 1)}" for c in shown_metrics)
+            + f" ms in the {len(base)} runs set at run time. "
+            + (f"They separate in {', '.join(split)}." if split else "No metric separates." if enough else
+               f"Too few runs to separate ({MIN_RUNS_TO_SEPARATE} a side): whether the runtime budget changes "
+               "latency on the GPU is still open; within a study every budget shares the one server, so the "
+               "budgets' comparison does not depend on it."))
+    return facts
 
 
 def handout_order_fact(part: pd.DataFrame, rows: pd.DataFrame) -> str | None:
@@ -1201,6 +1297,7 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
                         "has them." if len(lagged) < len(rows) else "."))
         if task == "task2":
             items += [f"Task 2, {v[0].lower()}{v[1:]}" for v in task2_verdicts(rows)[:1]]
+            items += task2_rate_summary(rows)
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: where every run of a strategy lies beyond every run of "
                          f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")
@@ -1218,6 +1315,29 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
                      f"was busy {span_text(several[GPU_UTIL], 0)}%"
                      + "".join(f"; {t}" for t in [rate_inf_lag_text(res.rows("task2", "task3", "slo"))] if t) + ".")
     return [heading("7 Summary"), bullets(items)]
+
+
+def task2_rate_summary(rows: pd.DataFrame) -> list[str]:
+    """One line per Poisson-rate budget sweep whose runs kept up and separate (section 4's answers,
+    short): the theory's two halves by the P99s, the chat budget, and throughput."""
+    words = {"holds": "as the theory says", "contradicted": "against the theory", "mixed": "only in part",
+             "no pair separates": "no budget separates"}
+    lines = []
+    for (name, rate), part in kept_up(rows[rows["rate"] != "inf"]).groupby(["setting", "rate"], sort=False):
+        med = task2_table(part).sort_values(BUDGET)
+        if len(med) < 3 or med["runs"].min() < MIN_RUNS_TO_SEPARATE:
+            continue
+        chat = chat_budget(med)
+        verdicts = [f"{c.removesuffix(' (ms)')} {words[trend_verdict(below_pairs(part, c, BUDGET), THEORY[c.split()[0]])]}"
+                    for c in ("TTFT P99 (ms)", "ITL P99 (ms)")]
+        mine, others = part[part[BUDGET] == chat], part[part[BUDGET] != chat]
+        lines.append(f"Task 2 at {load_label(rate)} ({name}, {int(med['runs'].min())} runs per budget, every run kept "
+                     f"up): against the theory (a larger budget lowers TTFT and raises ITL), {' and '.join(verdicts)}; "
+                     f"for chat, budget {chat}: ITL P99 {span_text(mine['ITL P99 (ms)'], 1)} ms against "
+                     f"{span_text(others['ITL P99 (ms)'], 1)} ms at the other budgets, TTFT P99 "
+                     f"{span_text(mine['TTFT P99 (ms)'], 1)} ms against {span_text(others['TTFT P99 (ms)'], 1)} "
+                     f"(section 4).")
+    return lines
 
 
 def rate_inf_lag_text(rows: pd.DataFrame) -> str:

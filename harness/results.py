@@ -41,6 +41,7 @@ CORES = (API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL)
 WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with one chunk per token
 LATE_GAPS = "gaps under 0.1 ms (%)"  # tokens read back to back: late, though in their own chunks
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
+PREFILL_CHUNK = "prefill tokens per prefill step"
 VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
 
 
@@ -225,6 +226,25 @@ def client_start_spread_s(run: Run) -> float | None:
     return max(firsts) - min(firsts)
 
 
+def prefill_chunk(counts: dict[str, Any]) -> float | None:
+    """Prefill tokens per engine step that held prefill (prefill-only and mixed steps) in one run:
+    how much of a prompt a step carries, which the token budget caps."""
+    steps, tokens = counts.get("steps") or {}, counts.get("tokens") or {}
+    with_prefill = (steps.get("prefill_only") or 0) + (steps.get("mixed") or 0)
+    return tokens["prefill"] / with_prefill if with_prefill and "prefill" in tokens else None
+
+
+def offered_tok_s(cfg: dict[str, Any]) -> float | None:
+    """Output tokens per second the client offered: rate x fixed output length (None at rate inf or
+    when the output length is not fixed by the load)."""
+    output_len = (cfg.get("bench_params") or {}).get("random_output_len")
+    return None if cfg["rate"] == "inf" or not output_len else float(cfg["rate"]) * output_len
+
+
+def budget_flag(cfg: dict[str, Any]) -> int | None:
+    return (cfg.get("server_params") or {}).get("max_num_batched_tokens")
+
+
 def run_rows(loaded: list[Run]) -> pd.DataFrame:
     """One row per run: what was run (setting, strategy, workload, rate, budget), the summary's
     latencies and throughput, SLO attainment and goodput recomputed from the per-request data,
@@ -237,7 +257,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         roles = front.get("server_cores_by_role") or {}
         attained = run.attainment(cfg.get("goodput"))
         # The scheduler's per-step budget: set at run time on a study's one server, else the flag.
-        budget = cfg.get("token_budget") or cfg["server_params"].get("max_num_batched_tokens")
+        budget = cfg.get("token_budget") or budget_flag(cfg)
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"),
@@ -263,6 +283,10 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "mixed steps": (counts.get("steps") or {}).get("mixed"),
             "fallback steps": (counts.get("policy") or {}).get("fallback_steps"),
             "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
+            PREFILL_CHUNK: prefill_chunk(counts),
+            "offered (tok/s)": offered_tok_s(cfg),
+            "budget set": "at run time" if cfg.get("token_budget") not in (None, budget_flag(cfg)) else "by the flag",
+            "study": (cfg.get("study") or {}).get("name"),
         })
     frame = pd.DataFrame(rows)
     if not frame.empty:  # a reading a run lacks is NaN, so medians and rounding stay numeric

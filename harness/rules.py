@@ -56,6 +56,25 @@ def separating(own: pd.DataFrame, base: pd.DataFrame,
     return [c for c in columns if separated(own[c], base[c])]
 
 
+def below_pairs(part: pd.DataFrame, column: str, by: str) -> list[tuple[Any, Any]]:
+    """Pairs (a, b) of ``by`` values whose runs separate in ``column`` with a's below: every run of
+    a under every run of b, at least ``MIN_RUNS_TO_SEPARATE`` runs a side (``separated``)."""
+    runs = {key: group[column] for key, group in part.groupby(by)}
+    return [(a, b) for a in runs for b in runs
+            if a != b and separated(runs[a], runs[b]) and runs[a].max() < runs[b].min()]
+
+
+def trend_verdict(pairs: list[tuple[Any, Any]], rises: bool) -> str:
+    """Whether separated pairs (lower value first) bear out a metric that should rise (``rises``)
+    or fall with the key: 'holds' (some pair agrees, none disagrees), 'contradicted' (some pair
+    disagrees, none agrees), 'mixed' (both) or 'no pair separates'."""
+    agree = [(a, b) for a, b in pairs if (a < b) == rises]
+    disagree = [(a, b) for a, b in pairs if (a < b) != rises]
+    if agree and disagree:
+        return "mixed"
+    return "holds" if agree else "contradicted" if disagree else "no pair separates"
+
+
 def kept_up(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~rows["lagged"]] if not rows.empty else rows
 

@@ -14,7 +14,8 @@ from harness import results as layer
 from harness.lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
-SERVING = sorted(p for p in RESULTS.glob("*/*.json") if p.parent.name != "steplogs")  # not the step-model fit
+# Run files: not the step-model fit (steplogs/), not a study's description (study.json).
+SERVING = sorted(p for p in RESULTS.glob("*/*.json") if p.parent.name != "steplogs" and p.name != "study.json")
 # Files with per-request arrays; the others are replays that store what their tables need (below).
 WITH_ARRAYS = [p for p in SERVING if json.loads(p.read_text())["client"].get("detail_file")]
 

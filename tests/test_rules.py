@@ -69,3 +69,16 @@ def test_spread_is_the_highest_run_over_the_lowest():
     assert rules.spread_pct(runs, "TTFT P50 (ms)", "strategy") == pytest.approx((657 / 91 - 1) * 100)
     assert rules.spread_factor(runs.assign(**{"TTFT P50 (ms)": [0.0, 1.0, 2.0, 1, 1, 1]}),
                                "TTFT P50 (ms)", "strategy")[0] == math.inf  # a zero lowest: no crash
+
+
+def test_below_pairs_and_the_theory_verdict_on_runs_known_by_hand():
+    """Budget 512's three runs lie under every run of 1024 and 2048; 1024 and 2048 overlap; a
+    budget with two runs separates from nothing."""
+    part = pd.DataFrame({"budget": [512] * 3 + [1024] * 3 + [2048] * 3 + [4096] * 2,
+                         "itl": [11, 12, 13, 20, 26, 30, 25, 27, 29, 1, 2]})
+    pairs = rules.below_pairs(part, "itl", "budget")
+    assert sorted(pairs) == [(512, 1024), (512, 2048)]
+    assert rules.trend_verdict(pairs, rises=True) == "holds"
+    assert rules.trend_verdict(pairs, rises=False) == "contradicted"
+    assert rules.trend_verdict(pairs + [(2048, 1024)], rises=True) == "mixed"
+    assert rules.trend_verdict([], rises=True) == "no pair separates"
