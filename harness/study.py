@@ -56,7 +56,7 @@ from harness.offline_model import kv_bytes_per_token, load_config, resolve_model
 from harness.provenance import collect_meta, machine_boot_id, visible_gpu_index, write_json_atomic  # noqa: E402
 from harness.serve_bench import (GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER, SCHEMA_VERSION,  # noqa: E402
                                  HarnessError, MetricsPoller, Server, counters_delta, free_port,
-                                 number_text, read_stats, strategy_settings, vllm_cli)
+                                 number_text, read_stats, result_name, strategy_settings, vllm_cli)
 
 STUDY_FILE = "study.json"
 STUDY_SCHEMA = 1
@@ -176,7 +176,7 @@ class PlannedRun:
 
     @property
     def file_name(self) -> str:
-        return f"{self.arm.tag}_rate-{self.rate_label}_run-{self.repeat}.json"
+        return result_name(self.arm.tag, "", self.rate_label, self.repeat)
 
 
 @dataclass(frozen=True)
