@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT))
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # noqa: E402
 from harness.lab_metrics import DETAIL_KEYS, frontend_check, summarize, write_run  # noqa: E402
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from harness.provenance import collect_meta, machine_boot_id, visible_gpu_index, write_json_atomic  # noqa: E402
+from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
+                                write_json_atomic)
 from harness.serve_bench import (GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER, SCHEMA_VERSION,  # noqa: E402
                                  HarnessError, MetricsPoller, Server, counters_delta, free_port,
                                  number_text, read_stats, result_name, strategy_settings, vllm_cli)
@@ -297,8 +298,6 @@ def open_study(plan: StudyPlan, folder: Path) -> dict[str, Any]:
 
 def note_host(record: dict[str, Any], folder: Path, calls_runs: list[str]) -> None:
     """Add this call (its machine and the runs it did) to the study file."""
-    from harness.provenance import gpu_info
-
     record["hosts"].append({"machine_boot_id": machine_boot_id(), "gpu": gpu_info(),
                             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": calls_runs})
     write_json_atomic(folder / STUDY_FILE, record, indent=1)
