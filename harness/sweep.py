@@ -37,7 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run by path (task2.sh): my_scheduler and harness import from the root
-from harness import workloads  # noqa: E402
+from harness import strategies, workloads  # noqa: E402
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
 SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
@@ -345,11 +345,9 @@ def strategy_settings(pairs: list[str]) -> dict[str, float]:
 
 def settings_for(name: str, settings: dict[str, float]) -> dict[str, float]:
     """The part of ``settings`` that strategy ``name`` reads, checked by the registry."""
-    import my_scheduler
-
-    taken = my_scheduler.strategy(name).settings
+    taken = strategies.strategy(name).settings
     try:
-        return my_scheduler.check_settings(name, {k: v for k, v in settings.items() if k in taken})
+        return strategies.check_settings(name, {k: v for k, v in settings.items() if k in taken})
     except ValueError as err:
         sys.exit(f"error: strategy {name}: {err}")
 
@@ -357,10 +355,8 @@ def settings_for(name: str, settings: dict[str, float]) -> dict[str, float]:
 def checked_strategies(names: list[str], settings: dict[str, float]) -> None:
     """Every name is a registered strategy and every setting is read by one of them: stop
     before a server starts otherwise."""
-    import my_scheduler
-
     try:
-        taken = {key for name in names for key in my_scheduler.strategy(name).settings}
+        taken = {key for name in names for key in strategies.strategy(name).settings}
     except ValueError as err:
         sys.exit(f"error: {err} (python my_scheduler.py --list shows the names)")
     unused = sorted(set(settings) - taken)
