@@ -5,7 +5,9 @@ default on GPU), so a strategy is compared with the default on the same serving 
 Each one overrides ``schedule(self, *args, **kwargs)``: the engine calls
 ``schedule(throttle_prefills)``, and an override without ``*args`` kills the engine.
 
-``STRATEGIES`` registers them (``python my_scheduler.py --list`` prints it): vLLM's own policy
+``STRATEGIES`` registers them (``harness/strategies.py``, without vLLM, so the analysis runs
+without it; re-exported here, ``SCHEDULER_CLASSES`` binds each name to its class below;
+``python my_scheduler.py --list`` prints it): vLLM's own policy
 with step accounting (``KVPeakRecorder``, Task 1's KV-cache peak) and Strategies A (prefill-first),
 B1 (SJF) and F (SJF among the requests still on time, late ones last); each policy's docstring says
 what it does and why. Strategies C, D and E were retired (``RETIRED`` says why); only the labels of
@@ -16,7 +18,8 @@ policy's whole step, so what it measures is the real state after the step was pl
 when the policy hides part of the queues from vLLM while planning.
 
 Strategy settings come from ``vllm serve --additional-config '{"key": value}'`` (read in each
-policy's ``__init__``); ``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which.
+policy's ``__init__``); ``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which
+(both in ``harness/strategies.py``).
 
 When ``LAB3_CONTROL`` names a file, the recorder reads a per-step token budget from it between
 runs (``RuntimeBudget``): one server then serves every budget of a Task 2 study, interleaved.
@@ -41,7 +44,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -49,19 +51,17 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.request import Request
 
+# The registry (names, letters, labels, settings) has no vLLM in it: the analysis reads it without
+# vLLM. Its names are re-exported here, where sweeps, harness and tests have always found them.
+from harness.strategies import (DEFAULT_TTFT_MARGIN_MS, DEFAULT_TTFT_SLO_MS, RETIRED, SETTING_DEFAULTS,  # noqa: F401
+                                STRATEGIES, Strategy, check_setting, check_settings, main, resolve_strategy,
+                                strategy)
+
 logger = logging.getLogger(__name__)
 
 STATS_ENV = "LAB3_SCHED_STATS"
 STEP_LOG_ENV = "LAB3_STEP_LOG"
 CONTROL_ENV = "LAB3_CONTROL"
-DEFAULT_TTFT_SLO_MS = 500.0
-DEFAULT_TTFT_MARGIN_MS = 100.0
-# Every strategy setting, by its key in ``vllm serve --additional-config`` (and the class attribute
-# of the same name that overrides it, e.g. in a test), with its default. Passing them as vLLM's own
-# config, not as environment variables, puts them in the recorded server command.
-SETTING_DEFAULTS: dict[str, float] = {
-    "aging_tokens_per_s": 0.0, "ttft_slo_ms": DEFAULT_TTFT_SLO_MS, "ttft_margin_ms": DEFAULT_TTFT_MARGIN_MS,
-}
 STATS_FLUSH_INTERVAL_S = 1.0
 STATS_SCHEMA_VERSION = 3  # 2: strategy settings moved from "policy" to "policy_settings"; 3: "budget"
 
@@ -77,16 +77,6 @@ def kv_bytes_per_token(kv_cache_config: Any) -> int:
         spec = group.kv_cache_spec
         total += spec.page_size_bytes / spec.block_size * len(group.layer_names)
     return int(round(total))
-
-
-def check_setting(key: str, value: Any) -> float:
-    """A strategy setting as a number >= 0; anything else fails loudly, naming the key, before
-    the engine serves (a typo in a sweep must not run a study with the default silently)."""
-    if key not in SETTING_DEFAULTS:
-        raise ValueError(f"unknown strategy setting {key!r}; known: {', '.join(SETTING_DEFAULTS)}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
-        raise ValueError(f"strategy setting {key} must be a number >= 0, got {value!r}")
-    return float(value)
 
 
 def setting(scheduler: Any, key: str) -> float:
@@ -724,90 +714,16 @@ class KVPeakRecorder(StepRecorder, AsyncScheduler):
     """vLLM's own policy, with step accounting: Task 1 measures the real KV-cache peak with it."""
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """One entry of the registry: every other file (harness, sweep, tables, report) reads names,
-    letters and labels from here, so a strategy is added or renamed in one place."""
-
-    name: str  # the short name sweeps and result files use
-    letter: str  # the handout's letter ("" for vLLM's default and the Task 1 recorder)
-    cls: type | None  # None: vLLM's own scheduler
-    label: str  # how tables and figures name it
-    settings: tuple[str, ...] = ()  # the --additional-config keys it reads
-
-    @property
-    def scheduler_cls(self) -> str:
-        """The ``--scheduler-cls`` value (``""``: vLLM's default, no flag)."""
-        return f"my_scheduler.{self.cls.__name__}" if self.cls else ""
+# ---- The registry's classes ------------------------------------------------------------------
+# harness/strategies.py registers every strategy by name with its class's name; here each name is
+# bound to its class (a name there without a class here fails on import, before any engine runs).
+SCHEDULER_CLASSES: dict[str, type] = {
+    entry.name: globals()[entry.class_name] for entry in STRATEGIES.values() if entry.class_name}
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("default", "", None, "vLLM V1 default"),
-    Strategy("prefill-first", "A", StepExclusivePrefillFirstScheduler, "Strategy A: prefill-first"),
-    Strategy("sjf", "B1", SJFScheduler, "Strategy B1: SJF", ("aging_tokens_per_s",)),
-    Strategy("sjf-ontime", "F", OnTimeSJFScheduler, "Strategy F: SJF, late requests last",
-             ("aging_tokens_per_s", "ttft_slo_ms", "ttft_margin_ms")),
-    Strategy("kv-recorder", "", KVPeakRecorder, "vLLM V1 default with step accounting (Task 1)"),
-)}
-# Strategies retired with their code, by the name their committed results carry, with the label
-# readers of results/ give them; no sweep or harness accepts them (``strategy`` refuses them). In
-# the simulated SLO capacity screen (405 replays, results/replay_screen_api-4/, where their
-# replays stay as the evidence) C and E reached at most 0.98x the default's SLO capacity on every
-# load, E's replays were identical to A's, and D (1.02-1.12x) was beaten by F (1.10-1.22x) on
-# every load.
-RETIRED: dict[str, tuple[str, str]] = {  # name -> (letter, label)
-    "stall-bounded": ("C", "Strategy C: stall-bounded prefill-first (retired)"),
-    "deadline": ("D", "Strategy D: deadline-aware (retired)"),
-    "paced": ("E", "Strategy E: TPOT-paced prefill-first (retired)"),
-}
-
-
-def strategy(name: str) -> Strategy:
-    """The registry entry of a short name or a ``my_scheduler.Class`` path.
-
-    Raises ``ValueError`` naming the choices otherwise (a retired strategy's name too), so a typo
-    fails here, before a server spends a minute starting.
-    """
-    for entry in STRATEGIES.values():
-        if name in (entry.name, entry.scheduler_cls or entry.name):
-            return entry
-    retired = f" ({RETIRED[name][1]})" if name in RETIRED else ""
-    raise ValueError(f"unknown scheduler {name!r}{retired}; choose one of: "
-                     + ", ".join(list(STRATEGIES) + [e.scheduler_cls for e in STRATEGIES.values() if e.cls]))
-
-
-def resolve_strategy(name: str) -> str:
-    """The ``--scheduler-cls`` value of a short name or class path (``""``: vLLM's default)."""
-    return strategy(name).scheduler_cls
-
-
-def check_settings(name: str, settings: dict[str, Any]) -> dict[str, float]:
-    """``settings`` for strategy ``name``, checked: every key is one the strategy reads and every
-    value a number >= 0 (a setting it would ignore is a mistake in the sweep, not a no-op)."""
-    entry = strategy(name)
-    for key in settings:
-        if key not in entry.settings:
-            raise ValueError(f"strategy {entry.name!r} takes no setting {key!r}"
-                             + (f" (it takes: {', '.join(entry.settings)})" if entry.settings else ""))
-    return {key: check_setting(key, value) for key, value in settings.items()}
-
-
-def main(argv: list[str]) -> int:
-    """``--list`` prints the strategies; ``--resolve NAME`` prints the class path or fails."""
-    if argv[:1] == ["--list"]:
-        for entry in STRATEGIES.values():
-            print(f"{entry.name}\t{entry.letter or '-'}\t{entry.scheduler_cls or '(vLLM default)'}"
-                  f"\t{entry.label}\t{' '.join(entry.settings)}")
-        return 0
-    if len(argv) == 2 and argv[0] == "--resolve":
-        try:
-            print(resolve_strategy(argv[1]))
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        return 0
-    print("usage: python my_scheduler.py --list | --resolve NAME", file=sys.stderr)
-    return 2
+def scheduler_class(name: str) -> type | None:
+    """The class of a short name or ``my_scheduler.Class`` path (None: vLLM's own scheduler)."""
+    return SCHEDULER_CLASSES.get(strategy(name).name)
 
 
 if __name__ == "__main__":

@@ -3,27 +3,30 @@
 # it compares. The front-end study and Tasks 2 and 3 in the setting whose front end kept up
 # (issue #14), and the GPU-bound regime of the SLO study and the simulator (issues #16, #17).
 #
-#   bash experiments/sittings.sh SITTING [--dry-run]     # SITTING: see `sittings` below
-#   bash experiments/sittings.sh --list                  # the sittings and their state
+#   bash experiments/sittings.sh SITTING [--dry-run] [--results DIR]   # SITTING: see `sittings` below
+#   bash experiments/sittings.sh --list                                # the sittings and their state
 #
+# --results DIR: the folder the sittings' result folders go in (default: the project's results/).
 # Every run: the handout's load (random 1024 in / 256 out, 1000 prompts, seed 42, --ignore-eos),
 # 256 sequences, RUNS (3) runs per point, models/qwen3-0.6b with dummy weights (--offline), one
-# H200. Machines of one kind differ by up to 2x, so what is compared runs in one sitting (each
+# H200. The settings below are constants of the sittings (what they measured), never read from the
+# environment: change them here, in the history beside the results they produced.
+# Machines of one kind differ by up to 2x, so what is compared runs in one sitting (each
 # result file records the machine's boot id, `meta.machine_boot_id`): a sitting re-runs a point
 # already measured in another sitting into its own folder rather than mixing the two.
 # Done runs are skipped, so a sitting cut short resumes on the next lease; a resumed sitting is
 # then two sittings, which the report says (`one sitting` / `2 sittings` beside each comparison).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RESULTS="${RESULTS:-$ROOT/results}"
-API="${API_SERVERS:-4}"
-RUNS="${RUNS:-3}"
-STRESS="${STRESS_RATE:-39}"  # 0.9 x the capacity measured in sitting `capacity` (task2_api-4)
-HEAVY_RATES="${HEAVY_RATES:-60 68 76}"  # around the simulated SLO capacities there: default 61, F 74 req/s
+RESULTS="$ROOT/results"  # --results DIR
+API=4  # API servers (vllm serve --api-server-count)
+RUNS=3
+STRESS=39  # 0.9 x the capacity measured in sitting `capacity` (task2_api-4)
+HEAVY_RATES="60 68 76"  # around the simulated SLO capacities there: default 61, F 74 req/s
 # Sitting task3-heavy put the default's capacity on the GPU below 60 req/s (attainment 29-41% there)
 # and F's near 66: each strategy's own grid around its knee, 60 in both as the shared point.
-KNEE_DEFAULT_RATES="${KNEE_DEFAULT_RATES:-48 54 60}"
-KNEE_F_RATES="${KNEE_F_RATES:-60 66 72}"
+KNEE_DEFAULT_RATES="48 54 60"
+KNEE_F_RATES="60 66 72"
 COMMON=(--offline --runs "$RUNS" --no-plot)
 
 say() {
@@ -153,12 +156,23 @@ main() {
     sittings
     return 0
   fi
-  DRY_RUN=()
-  [ "${2:-}" = --dry-run ] && DRY_RUN=(--dry-run)
   SITTING="$1"
-  say "sitting $1"
-  run_sitting "$1"
-  say "sitting $1 done"
+  shift
+  DRY_RUN=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dry-run) DRY_RUN=(--dry-run) ;;
+      --results)
+        [ $# -ge 2 ] || { echo "error: --results needs a folder" >&2; exit 2; }
+        case "$2" in /*) RESULTS="$2" ;; *) RESULTS="$PWD/$2" ;; esac
+        shift ;;
+      *) echo "error: unknown argument '$1' (SITTING [--dry-run] [--results DIR])" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  say "sitting $SITTING"
+  run_sitting "$SITTING"
+  say "sitting $SITTING done"
 }
 
 main "$@"

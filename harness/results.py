@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment, slo_key
-from my_scheduler import RETIRED, STRATEGIES
+from harness.strategies import RETIRED, STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 2**20

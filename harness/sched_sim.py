@@ -222,7 +222,7 @@ def bench(waiting: int, running: int, repeats: int,
     import my_scheduler
 
     classes = [("vLLM AsyncScheduler", AsyncScheduler)] + [  # every class of the registry
-        (entry.cls.__name__, entry.cls) for entry in my_scheduler.STRATEGIES.values() if entry.cls]
+        (cls.__name__, cls) for cls in my_scheduler.SCHEDULER_CLASSES.values()]
     rows = []
     for name, cls in classes:
         sched = _loaded_scheduler(cls, waiting, running, max_num_seqs or running, seed=0)
@@ -290,7 +290,7 @@ def replay_class(strategy: str, clock: VirtualClock) -> type:
     it reads (``wall_clock``) set to the virtual one."""
     import my_scheduler
 
-    cls = my_scheduler.strategy(strategy).cls or AsyncScheduler
+    cls = my_scheduler.scheduler_class(strategy) or AsyncScheduler
     clocks = {name: staticmethod(clock) for name in ("wall_clock",) if hasattr(cls, name)}
     return type(cls.__name__, (cls,), clocks) if clocks else cls
 

@@ -753,7 +753,7 @@ def run_config(args: argparse.Namespace) -> int:
 
 def strategy_settings(name: str, given: dict[str, float]) -> dict[str, float]:
     """Every setting the strategy reads, as it runs: the ones given, else the defaults."""
-    from my_scheduler import SETTING_DEFAULTS, strategy
+    from harness.strategies import SETTING_DEFAULTS, strategy
 
     return {key: given.get(key, SETTING_DEFAULTS[key]) for key in strategy(name).settings}
 
@@ -761,7 +761,7 @@ def strategy_settings(name: str, given: dict[str, float]) -> dict[str, float]:
 def checked_scheduler_cls(args: argparse.Namespace) -> str:
     """The ``--scheduler-cls`` value; fails on an unknown strategy, a setting it does not take,
     or a busy ``--port``."""
-    from my_scheduler import check_settings, resolve_strategy
+    from harness.strategies import check_settings, resolve_strategy
 
     try:
         scheduler_cls = resolve_strategy(args.scheduler)

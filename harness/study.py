@@ -55,6 +55,7 @@ from harness.lab_metrics import DETAIL_KEYS, frontend_check, summarize, write_ru
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
                                 write_json_atomic)
+from harness.strategies import resolve_strategy, strategy  # noqa: E402
 from harness.serve_bench import (GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER, SCHEMA_VERSION,  # noqa: E402
                                  HarnessError, MetricsPoller, Server, counters_delta, free_port,
                                  number_text, read_stats, result_name, strategy_settings, vllm_cli)
@@ -229,8 +230,6 @@ class StudyPlan:
             raise HarnessError(f"study plan {path}: {err}") from err
 
     def check(self) -> None:
-        from my_scheduler import strategy
-
         budgets = [a.token_budget for a in self.arms]
         if not budgets or len(set(budgets)) != len(budgets):
             raise ValueError("arms: expected at least one, each budget once")
@@ -238,7 +237,7 @@ class StudyPlan:
             if not isinstance(budget, int) or not 1 <= budget <= self.server.max_num_batched_tokens:
                 raise ValueError(f"token budget {budget!r} is not an integer in [1, "
                                  f"{self.server.max_num_batched_tokens}] (server.max_num_batched_tokens)")
-        if strategy(self.server.scheduler).cls is None:
+        if not strategy(self.server.scheduler).class_name:
             raise ValueError(f"server.scheduler {self.server.scheduler!r} is vLLM's own class, which cannot "
                              "take a budget at run time; use kv-recorder (vLLM's policy with step accounting)")
         if self.runs_per_arm < 1 or self.load.num_prompts < 1 or self.server.api_servers < 1:
@@ -387,7 +386,7 @@ class StudyServer:
 
     @classmethod
     def start_or_attach(cls, plan: StudyPlan, logs: Path) -> StudyServer:
-        from my_scheduler import CONTROL_ENV, STATS_ENV, resolve_strategy
+        from my_scheduler import CONTROL_ENV, STATS_ENV
 
         state_path = logs / "server.json"
         stats_path, control_path = logs / "engine_stats.json", logs / "budget_control.json"

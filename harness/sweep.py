@@ -6,14 +6,15 @@
     python harness/sweep.py task2 --values "1024 4096" --rates 16 --runs 1 --dry-run
 
 ``task2.sh``, ``task3.sh`` and ``slo_study.sh`` run these subcommands; ``--help`` of each lists
-its flags, and every flag's default can be set by the environment variable in brackets.
+its flags with their defaults. Every setting comes from a flag: no environment variable changes a
+sweep (a shell that happens to export MODEL or SEED must not change an experiment).
 
 A configuration is one server (``serve_bench.py`` starts it, runs every load on it and always
 stops it); a run whose result file exists is skipped there, so an interrupted sweep resumes.
 With ``--gpus "0 1"`` configurations run one per GPU at once, in waves, and the runs of a wave
 start together (lockstep, ``serve_bench.py --sync-dir``): servers on one host share its CPUs,
 and a front end measured next to a busy neighbour is slower, so configurations compared within
-a wave saw the same neighbour. ``LOCKSTEP=0`` turns that off. Ctrl-C or SIGTERM is passed on to
+a wave saw the same neighbour. ``--no-lockstep`` turns that off. Ctrl-C or SIGTERM is passed on to
 every running harness, which stops its server; finished runs are kept.
 """
 
@@ -37,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run by path (task2.sh): my_scheduler and harness import from the root
-from harness import workloads  # noqa: E402
+from harness import strategies, workloads  # noqa: E402
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
 SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
@@ -82,12 +83,6 @@ def gpu_index(text: str) -> str:
     return text
 
 
-def env(name: str, default: str) -> str:
-    """A flag's default: the environment variable ``name``, else ``default``; argparse applies
-    the flag's type to it, so a bad value in the environment fails like a bad flag."""
-    return os.environ.get(name, default)
-
-
 # ---- Arguments -------------------------------------------------------------------------------
 @dataclass
 class SweepArgs:
@@ -108,6 +103,7 @@ class SweepArgs:
     clients: list[int]
     out_dir: Path
     gpus: list[str]
+    lockstep: bool
     force: bool
     dry_run: bool
     plot: bool
@@ -115,29 +111,29 @@ class SweepArgs:
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser, runs: int, num_prompts: int, out_dir: str) -> None:
         add = parser.add_argument
-        add("--model", default=env("MODEL", "Qwen/Qwen3-0.6B"), help="[MODEL]")
-        add("--dummy-weights", action="store_true", default=env("DUMMY_WEIGHTS", "0") == "1",
-            help="random weights of the real shapes [DUMMY_WEIGHTS=1]")
+        add("--model", default="Qwen/Qwen3-0.6B", help="model name or folder (default: %(default)s)")
+        add("--dummy-weights", action="store_true", help="random weights of the real shapes")
         add("--offline", action="store_true", help="models/qwen3-0.6b with dummy weights")
-        add("--runs", type=positive_int, default=env("RUNS", str(runs)), help=f"[RUNS] ({runs})")
-        add("--num-prompts", type=positive_int, default=env("NUM_PROMPTS", str(num_prompts)),
-            help=f"[NUM_PROMPTS] ({num_prompts})")
-        add("--input-len", type=positive_int, default=env("INPUT_LEN", "1024"), help="[INPUT_LEN]")
-        add("--output-len", type=positive_int, default=env("OUTPUT_LEN", "256"), help="[OUTPUT_LEN]")
-        add("--seed", type=int, default=env("SEED", "42"), help="[SEED]")
-        add("--max-num-seqs", type=positive_int, default=env("MAX_NUM_SEQS", "256"), help="[MAX_NUM_SEQS]")
-        add("--gpu-memory-utilization", type=float, default=env("GPU_MEMORY_UTILIZATION", "0.9"),
-            help="[GPU_MEMORY_UTILIZATION]")
-        add("--server-extra", type=str.split, default=env("SERVER_EXTRA", ""),
-            help='extra vllm serve flags, e.g. "--enforce-eager" [SERVER_EXTRA]')
-        add("--api-servers", type=positive_int, default=env("API_SERVERS", "1"),
+        add("--runs", type=positive_int, default=runs, help="runs per point (default: %(default)s)")
+        add("--num-prompts", type=positive_int, default=num_prompts, help="requests per run (default: %(default)s)")
+        add("--input-len", type=positive_int, default=1024, help="prompt tokens (default: %(default)s)")
+        add("--output-len", type=positive_int, default=256, help="output tokens (default: %(default)s)")
+        add("--seed", type=int, default=42, help="the load's seed (default: %(default)s)")
+        add("--max-num-seqs", type=positive_int, default=256, help="vllm serve --max-num-seqs (default: %(default)s)")
+        add("--gpu-memory-utilization", type=float, default=0.9,
+            help="vllm serve --gpu-memory-utilization (default: %(default)s)")
+        add("--server-extra", type=str.split, default=[],
+            help='extra vllm serve flags, e.g. "--enforce-eager" (default: none)')
+        add("--api-servers", type=positive_int, default=1,
             help="API-server processes (vllm serve --api-server-count); one lags near a 0.6B "
-                 "model's capacity [API_SERVERS]")
-        add("--clients", type=listed(positive_int), default=env("CLIENTS", "1"),
-            help='client processes each load is split over ("1,2": both) [CLIENTS]')
-        add("--out-dir", type=Path, default=env("OUT_DIR", str(ROOT / out_dir)), help=f"[OUT_DIR] ({out_dir})")
-        add("--gpus", type=listed(gpu_index), default=env("GPUS", "") or None,
-            help='run one configuration per listed GPU at once, e.g. "0 1" [GPUS]')
+                 "model's capacity (default: %(default)s)")
+        add("--clients", type=listed(positive_int), default="1",
+            help='client processes each load is split over ("1,2": both; default: %(default)s)')
+        add("--out-dir", type=Path, default=ROOT / out_dir, help=f"(default: {out_dir})")
+        add("--gpus", type=listed(gpu_index), default=None,
+            help='run one configuration per listed GPU at once, e.g. "0 1" (default: one at a time)')
+        add("--no-lockstep", action="store_true",
+            help="with --gpus, start each configuration's runs without waiting for the rest of its wave")
         add("--force", action="store_true", help="redo runs whose results exist")
         add("--dry-run", action="store_true", help="print every command, run nothing")
         add("--no-plot", action="store_true", help="do not regenerate tables and figures")
@@ -147,7 +143,8 @@ class SweepArgs:
         values = {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
         if ns.offline:
             values.update(model=str(ROOT / "models" / "qwen3-0.6b"), dummy_weights=True)
-        return cls(**values | {"gpus": ns.gpus or [], "plot": not (ns.no_plot or ns.dry_run)})
+        return cls(**values | {"gpus": ns.gpus or [], "lockstep": not ns.no_lockstep,
+                               "plot": not (ns.no_plot or ns.dry_run)})
 
 
 @dataclass
@@ -208,7 +205,7 @@ class Lanes:
     def __init__(self, name: str, sweep: SweepArgs, total: int) -> None:
         self.name, self.sweep, self.total = name, sweep, total
         self.slots: dict[str, subprocess.Popen | None] = {gpu: None for gpu in sweep.gpus or ["any"]}
-        self.lockstep = len(self.slots) > 1 and os.environ.get("LOCKSTEP", "1") != "0"
+        self.lockstep = len(self.slots) > 1 and sweep.lockstep
         self.sync_root = Path(tempfile.mkdtemp(prefix="lab3-lockstep-")) if self.lockstep else None
         self.started = self.failed = 0
         signal.signal(signal.SIGTERM, _terminate)
@@ -345,11 +342,9 @@ def strategy_settings(pairs: list[str]) -> dict[str, float]:
 
 def settings_for(name: str, settings: dict[str, float]) -> dict[str, float]:
     """The part of ``settings`` that strategy ``name`` reads, checked by the registry."""
-    import my_scheduler
-
-    taken = my_scheduler.strategy(name).settings
+    taken = strategies.strategy(name).settings
     try:
-        return my_scheduler.check_settings(name, {k: v for k, v in settings.items() if k in taken})
+        return strategies.check_settings(name, {k: v for k, v in settings.items() if k in taken})
     except ValueError as err:
         sys.exit(f"error: strategy {name}: {err}")
 
@@ -357,10 +352,8 @@ def settings_for(name: str, settings: dict[str, float]) -> dict[str, float]:
 def checked_strategies(names: list[str], settings: dict[str, float]) -> None:
     """Every name is a registered strategy and every setting is read by one of them: stop
     before a server starts otherwise."""
-    import my_scheduler
-
     try:
-        taken = {key for name in names for key in my_scheduler.strategy(name).settings}
+        taken = {key for name in names for key in strategies.strategy(name).settings}
     except ValueError as err:
         sys.exit(f"error: {err} (python my_scheduler.py --list shows the names)")
     unused = sorted(set(settings) - taken)
@@ -445,34 +438,35 @@ def parser() -> argparse.ArgumentParser:
     subs = top.add_subparsers(dest="sweep", required=True)
     t2 = subs.add_parser("task2", help="max_num_batched_tokens sweep", description=task2.__doc__)
     SweepArgs.add_cli_args(t2, runs=2, num_prompts=1000, out_dir="results/task2")
-    t2.add_argument("--values", type=listed(positive_int), default=env("VALUES", "512 1024 2048 4096 8192"),
-                    help="max_num_batched_tokens values [VALUES]")
-    t2.add_argument("--rates", type=listed(rate), default=env("RATES", "16,inf"), help="[RATES]")
-    t2.add_argument("--near-saturation", type=float, default=env("NEAR_SATURATION", "") or None,
-                    metavar="FRACTION", help="also the rate FRACTION x capacity [NEAR_SATURATION]")
+    t2.add_argument("--values", type=listed(positive_int), default="512 1024 2048 4096 8192",
+                    help="max_num_batched_tokens values (default: %(default)s)")
+    t2.add_argument("--rates", type=listed(rate), default="16,inf", help="request rates (default: %(default)s)")
+    t2.add_argument("--near-saturation", type=float, default=None, metavar="FRACTION",
+                    help="also the rate FRACTION x capacity (default: not)")
     t2.set_defaults(run=task2)
 
     t3 = subs.add_parser("task3", help="strategies under the handout's loads", description=task3.__doc__)
     SweepArgs.add_cli_args(t3, runs=1, num_prompts=1000, out_dir="results/task3")
     add_strategy_args(t3, "default prefill-first sjf")
-    t3.add_argument("--workloads", type=listed(workload), default=env("WORKLOADS", "fixed varlen"),
-                    help="fixed, varlen, heavy (log-normal lengths, harness/workloads.py) [WORKLOADS]")
-    t3.add_argument("--rate", type=rate, default=env("RATE", "8"), help="the fixed load's rate [RATE]")
-    t3.add_argument("--stress-rate", type=listed(rate), default=env("STRESS_RATE", "") or None,
+    t3.add_argument("--workloads", type=listed(workload), default="fixed varlen",
+                    help="fixed, varlen, heavy (log-normal lengths, harness/workloads.py) (default: %(default)s)")
+    t3.add_argument("--rate", type=rate, default="8", help="the fixed load's rate (default: %(default)s)")
+    t3.add_argument("--stress-rate", type=listed(rate), default=None,
                     help="the varlen and heavy loads' rates, also offered on the fixed load (\"52 60\": both); "
-                         "default: 0.9 x the Task 2 capacity of the same setting, else 48 [STRESS_RATE]")
-    t3.add_argument("--range-ratio", type=float, default=env("RANGE_RATIO", "0.9"),
-                    help="varlen: input lengths uniform in [1-R, 1+R] x --input-len [RANGE_RATIO]")
-    t3.add_argument("--burstiness", type=float, default=env("BURSTINESS", "1"),
+                         "default: 0.9 x the Task 2 capacity of the same setting, else 48")
+    t3.add_argument("--range-ratio", type=float, default=0.9,
+                    help="varlen: input lengths uniform in [1-R, 1+R] x --input-len (default: %(default)s)")
+    t3.add_argument("--burstiness", type=float, default=1.0,
                     help="arrival burstiness of every load (vllm bench serve --burstiness; 1: Poisson, "
-                         "below 1: burstier) [BURSTINESS]")
+                         "below 1: burstier; default: %(default)s)")
     t3.set_defaults(run=task3)
 
     st = subs.add_parser("slo", help="SLO attainment and goodput vs request rate", description=slo.__doc__)
     SweepArgs.add_cli_args(st, runs=2, num_prompts=600, out_dir="results/slo")
     add_strategy_args(st, "default prefill-first sjf-ontime")
-    st.add_argument("--rates", type=listed(rate), default=env("RATES", "36 40 44 48"), help="[RATES]")
-    st.add_argument("--slo", type=slo_terms, default=env("SLO", "ttft:500 tpot:50"), help="[SLO]")
+    st.add_argument("--rates", type=listed(rate), default="36 40 44 48", help="request rates (default: %(default)s)")
+    st.add_argument("--slo", type=slo_terms, default="ttft:500 tpot:50",
+                    help="the SLO (vllm bench serve --goodput; default: %(default)s)")
     st.set_defaults(run=slo)
     return top
 
@@ -485,11 +479,12 @@ def workload(text: str) -> str:
 
 def add_strategy_args(sub: argparse.ArgumentParser, default: str) -> None:
     """The flags Task 3 and the SLO study share: strategies, budget, timeout, settings."""
-    sub.add_argument("--strategies", type=listed(str), default=env("STRATEGIES", default),
-                     help="short names (python my_scheduler.py --list) [STRATEGIES]")
-    sub.add_argument("--max-num-batched-tokens", type=positive_int, default=env("MNBT", "2048"), help="[MNBT]")
-    sub.add_argument("--timeout-s", type=float, default=env("TIMEOUT_S", "30"),
-                     help="end-to-end latency above which a request is a timeout [TIMEOUT_S]")
+    sub.add_argument("--strategies", type=listed(str), default=default,
+                     help="short names (python my_scheduler.py --list; default: %(default)s)")
+    sub.add_argument("--max-num-batched-tokens", type=positive_int, default=2048,
+                     help="vllm serve --max-num-batched-tokens (default: %(default)s)")
+    sub.add_argument("--timeout-s", type=float, default=30.0,
+                     help="end-to-end latency above which a request is a timeout (default: %(default)s)")
     sub.add_argument("--strategy-setting", action="append", default=[], metavar="KEY=VALUE",
                      help="a strategy setting (vllm serve --additional-config) for every strategy that reads "
                           "KEY, e.g. aging_tokens_per_s=100 (keys: python my_scheduler.py --list)")

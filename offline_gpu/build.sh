@@ -6,8 +6,10 @@
 # The bundle is a site-packages folder (xz-compressed tar) split into parts of PART_MB megabytes,
 # so that it can be moved to the host in pieces.
 #
-#   bash offline_gpu/build.sh [OUT_DIR]   # default OUT_DIR: .offline-gpu at the project root
-#                                         # (git-ignored; PART_MB=32 by default)
+#   bash offline_gpu/build.sh [OUT_DIR [PART_MB]]   # default OUT_DIR: .offline-gpu at the project
+#                                                   # root (git-ignored); PART_MB: 32
+#
+# Wheels are cached in LAB3_OFFLINE_GPU_CACHE (default ~/.cache/offline-gpu-wheels).
 #
 # wheels.txt and install.sh are read from this script's own folder, whatever the current directory.
 # Output: OUT_DIR/part-00, part-01, ..., OUT_DIR/SHA256SUMS and a copy of install.sh. On the GPU host:
@@ -17,8 +19,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUT="${1:-$(dirname "$HERE")/.offline-gpu}"
-PART_MB="${PART_MB:-32}"  # a part plus the repository (25 MB of results) under a 64 MiB transfer
-CACHE="${OFFLINE_GPU_CACHE:-$HOME/.cache/offline-gpu-wheels}"
+PART_MB="${2:-32}"  # a part plus the repository (25 MB of results) under a 64 MiB transfer
+CACHE="${LAB3_OFFLINE_GPU_CACHE:-$HOME/.cache/offline-gpu-wheels}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 

@@ -427,16 +427,15 @@ def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_
 
 
 def test_sweeps_on_several_gpus_run_in_lockstep_waves(tmp_path):
-    """Three budgets on two GPUs: a wave of two, then a wave of one; LOCKSTEP=0 turns it off."""
+    """Three budgets on two GPUs: a wave of two, then a wave of one; --no-lockstep turns it off."""
 
-    command = ["bash", str(sb.ROOT / "task2.sh"), "--dry-run", "--values", "64 128 256",
+    command = ["bash", str(sb.ROOT / "task2.sh"), "--dry-run", "--values", "64 128 256", "--gpus", "0 1",
                "--model", "models/tiny-qwen3", "--dummy-weights", "--out-dir", str(tmp_path)]
-    env = dict(os.environ, GPUS="0 1", LAB3_PYTHON=sys.executable)
+    env = dict(os.environ, LAB3_PYTHON=sys.executable)
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     waves = re.findall(r"lockstep: \S+/(wave-\d+) \((\d) parties\)", out)
     assert sorted(waves) == [("wave-0", "2"), ("wave-0", "2"), ("wave-1", "1")]
-    env["LOCKSTEP"] = "0"
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([*command, "--no-lockstep"], env=env, capture_output=True, text=True, check=True).stdout
     assert "lockstep:" not in out and out.count("would start") == 3
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,8 @@ import plot_results
 from harness import results as layer
 from harness.lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
 # Run files: not the step-model fit (steplogs/), not a study's description (study.json).
 SERVING = sorted(p for p in RESULTS.glob("*/*.json") if p.parent.name != "steplogs" and p.name != "study.json")
 # Files with per-request arrays; the others are replays that store what their tables need (below).
@@ -172,3 +175,40 @@ def test_slo_attainment_matches_an_independent_computation():
         good = sum(not detail["errors"][i] and detail["ttfts"][i] <= 0.5
                    and 1e3 * sum(detail["itls"][i]) / (detail["output_lens"][i] - 1) <= 50 for i in kept)
         assert attainment == pytest.approx(good / len(kept))
+
+
+# Runs a script as ``python SCRIPT ARGS...`` would, with every import of vllm or torch failing as
+# on a machine without them; the names it refused are printed at exit (also an import that some
+# code caught, which would have loaded them where they are installed).
+WITHOUT_VLLM = """
+import atexit, importlib.abc, os, runpy, sys
+refused = []
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("vllm", "torch"):
+            refused.append(name)
+            raise ImportError(f"no module named {name!r} (this test runs without vLLM and torch)")
+sys.meta_path.insert(0, Refuse())
+atexit.register(lambda: print("refused imports:", sorted(set(refused)), file=sys.stderr))
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as `python SCRIPT` sets it
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_the_analysis_runs_without_vllm_and_torch(tmp_path):
+    """plot_results.py, and the report it writes through harness/report.py, only read result
+    files: on a copy of the committed results, with vllm and torch impossible to import, it writes
+    the tables, figures and REPORT.md, and never tried to import either (the strategy registry
+    they label runs with is harness/strategies.py, not my_scheduler.py, which imports vLLM)."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    for written in ("REPORT.md", "tables.md", "figures"):
+        shutil.rmtree(results / written) if written == "figures" else (results / written).unlink()
+    done = subprocess.run([sys.executable, "-c", WITHOUT_VLLM, str(ROOT / "plot_results.py"),
+                           "--results", str(results)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "refused imports: []" in done.stderr
+    assert (results / "REPORT.md").read_text().startswith("#")
+    assert (results / "tables.md").is_file() and list((results / "figures").glob("*.png"))

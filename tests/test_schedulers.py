@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +13,8 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
 import my_scheduler as ms
 from harness.sched_sim import SimConfig, make_request, make_scheduler, run_until_done, step
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class NaiveHandoutStrategyA(AsyncScheduler):
@@ -560,3 +565,30 @@ def test_a_runtime_budget_waits_for_an_idle_step_and_refuses_what_the_server_can
     record = sched.stats_dict()["budget"]
     assert record["token_budget"] == 256 and record["control_seq"] == 3
     assert "not an integer in [1, 4096]" in record["control_error"]
+
+
+def test_every_registered_strategy_is_bound_to_its_class_here():
+    """harness/strategies.py names each strategy's class without importing vLLM; my_scheduler
+    binds every such name to a scheduler class of its own, and re-exports the registry (one
+    object, not a copy), so a name that loads nothing cannot reach a server."""
+    from harness import strategies
+
+    assert ms.STRATEGIES is strategies.STRATEGIES and ms.strategy is strategies.strategy
+    bound = {name: f"my_scheduler.{cls.__name__}" for name, cls in ms.SCHEDULER_CLASSES.items()}
+    assert bound == {e.name: e.scheduler_cls for e in ms.STRATEGIES.values() if e.class_name}
+    for name, cls in ms.SCHEDULER_CLASSES.items():
+        assert cls.__module__ == "my_scheduler" and issubclass(cls, (ms.StepRecorder, AsyncScheduler))
+        assert ms.scheduler_class(name) is cls is ms.scheduler_class(ms.resolve_strategy(name))
+    assert ms.scheduler_class("default") is None
+
+
+def test_python_my_scheduler_lists_and_resolves_the_registry():
+    listed = subprocess.run([sys.executable, str(ROOT / "my_scheduler.py"), "--list"], capture_output=True,
+                            text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    rows = [line.split("\t") for line in listed.stdout.splitlines() if "\t" in line]
+    assert rows[2] == ["sjf", "B1", "my_scheduler.SJFScheduler", "Strategy B1: SJF", "aging_tokens_per_s"]
+    assert [row[0] for row in rows] == list(ms.STRATEGIES)
+    resolved = subprocess.run([sys.executable, str(ROOT / "my_scheduler.py"), "--resolve", "paced"],
+                              capture_output=True, text=True, timeout=300)
+    assert resolved.returncode == 2 and "unknown scheduler 'paced' (Strategy E" in resolved.stderr

@@ -4,6 +4,7 @@ own, so the anchor is not skipped as done because the other part already measure
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SITTINGS = ROOT / "experiments" / "sittings.sh"
 
 
-def dry_run(name: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LAB3_PYTHON": sys.executable}  # the interpreter running the tests has vLLM
-    return subprocess.run(["bash", str(SITTINGS), name, "--dry-run"], capture_output=True, text=True,
+def dry_run(name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**(os.environ if env is None else env), "LAB3_PYTHON": sys.executable}  # the tests' interpreter has vLLM
+    return subprocess.run(["bash", str(SITTINGS), name, "--dry-run", *args], capture_output=True, text=True,
                           timeout=300, cwd=ROOT, env=env)
 
 
@@ -68,3 +69,37 @@ def test_the_gated_clients_sitting_splits_the_load_behind_the_start_gate():
     for name in ("rate-inf_run-3.json", "rate-inf_clients-2_run-3.json"):
         assert f"would run (mnbt-2048_{name})" in out
     assert out.count("-m harness.bench_gate") == 2 * 3  # both clients of each of the 3 split runs
+
+
+# Names the script (and the sweeps it runs) once read from the environment, at odd values.
+STRAY_ENV = {"RESULTS": "/nonexistent/results", "API_SERVERS": "2", "RUNS": "1", "STRESS_RATE": "5",
+             "HEAVY_RATES": "1 2", "KNEE_DEFAULT_RATES": "1", "KNEE_F_RATES": "2", "MODEL": "no-such/model",
+             "SEED": "7", "RATES": "3", "GPUS": "0 1", "STRATEGIES": "sjf", "NUM_PROMPTS": "11"}
+
+
+def _plan(name: str, env: dict[str, str]) -> str:
+    done = dry_run(name, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return re.sub(r"\d\d:\d\d:\d\d", "HH:MM:SS", done.stdout + done.stderr)  # say()'s clock
+
+
+def test_a_sitting_plans_the_same_whatever_the_shell_exports():
+    """The sittings' settings are constants of the script: a shell exporting RESULTS, RUNS,
+    STRESS_RATE, the knee rates... (or the sweeps' former MODEL, SEED, RATES) changes nothing."""
+    clean = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
+    for name in ("below", "task3-heavy-knee"):
+        plan = _plan(name, clean)
+        assert "would start" in plan
+        assert _plan(name, {**clean, **STRAY_ENV}) == plan, name
+
+
+def test_results_go_where_the_results_flag_says(tmp_path):
+    """--results DIR: the sitting's folders in DIR, so a sitting done in results/ plans every run."""
+    done = dry_run("task2-inf", "--results", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout + done.stderr
+    assert "exists, skipped" not in out and "nothing to do" not in out  # results/ has them all
+    for budget in (512, 1024, 2048, 4096):
+        assert f"would run (mnbt-{budget}_rate-inf_run-3.json)" in out
+    bad = dry_run("task2-inf", "--bogus")
+    assert bad.returncode == 2 and "unknown argument '--bogus'" in bad.stderr

@@ -56,16 +56,64 @@ def test_bad_strategies_and_settings_stop_before_any_server(argv, message):
     assert message in str(stop.value.code)
 
 
-def test_flags_default_to_their_environment_variables(monkeypatch):
-    monkeypatch.setenv("RUNS", "5")
-    monkeypatch.setenv("GPUS", "2 3")
-    monkeypatch.setenv("RATES", "8 inf")
+# What a shell might export for other reasons, under the names the sweeps once read as defaults
+# (and experiments/sittings.sh after them): odd values, each of which would change a plan.
+STRAY_ENV = {
+    "MODEL": "no-such-org/no-such-model", "DUMMY_WEIGHTS": "1", "SEED": "7", "RUNS": "5", "NUM_PROMPTS": "11",
+    "INPUT_LEN": "33", "OUTPUT_LEN": "9", "MAX_NUM_SEQS": "3", "GPU_MEMORY_UTILIZATION": "0.123",
+    "SERVER_EXTRA": "--enforce-eager", "API_SERVERS": "3", "CLIENTS": "1,2", "OUT_DIR": "/nonexistent/out",
+    "GPUS": "4 5 6", "LOCKSTEP": "0", "VALUES": "96", "RATES": "7 inf", "NEAR_SATURATION": "0.5",
+    "WORKLOADS": "heavy", "RATE": "3", "STRESS_RATE": "13", "RANGE_RATIO": "0.25", "BURSTINESS": "0.5",
+    "SLO": "ttft:100", "STRATEGIES": "sjf-ontime", "MNBT": "96", "TIMEOUT_S": "5",
+    "RESULTS": "/nonexistent/results", "HEAVY_RATES": "1 2", "KNEE_DEFAULT_RATES": "1", "KNEE_F_RATES": "2",
+}
+
+
+def test_flags_have_plain_defaults_that_the_environment_does_not_change(monkeypatch):
+    for name, value in STRAY_ENV.items():
+        monkeypatch.setenv(name, value)
     ns = sweep.parser().parse_args(["task2", "--offline"])
     args = sweep.SweepArgs.from_cli_args(ns)
-    assert (args.runs, args.gpus, ns.rates) == (5, ["2", "3"], ["8", "inf"])
-    assert args.dummy_weights and args.model.endswith("models/qwen3-0.6b") and args.plot
+    assert (args.runs, args.seed, args.gpus, ns.rates, ns.values) == (2, 42, [], ["16", "inf"], [512, 1024, 2048, 4096, 8192])
+    assert (args.num_prompts, args.input_len, args.output_len, args.clients, args.api_servers) == (1000, 1024, 256, [1], 1)
+    assert args.out_dir == sweep.ROOT / "results" / "task2" and args.server_extra == [] and ns.near_saturation is None
+    assert args.dummy_weights and args.model.endswith("models/qwen3-0.6b") and args.plot and args.lockstep
+    assert not sweep.SweepArgs.from_cli_args(sweep.parser().parse_args(["task2"])).dummy_weights
+    ns = sweep.parser().parse_args(["task3", "--gpus", "0,1", "--no-lockstep"])
+    args = sweep.SweepArgs.from_cli_args(ns)
+    assert (args.gpus, args.lockstep, args.model) == (["0", "1"], False, "Qwen/Qwen3-0.6B")
+    assert (ns.strategies, ns.workloads, ns.rate, ns.stress_rate) == (["default", "prefill-first", "sjf"],
+                                                                       ["fixed", "varlen"], "8", None)
+    assert (ns.max_num_batched_tokens, ns.timeout_s, ns.range_ratio, ns.burstiness) == (2048, 30.0, 0.9, 1.0)
+    ns = sweep.parser().parse_args(["slo"])
+    assert (ns.rates, ns.slo, ns.strategies) == (["36", "40", "44", "48"], {"ttft": 500.0, "tpot": 50.0},
+                                                 ["default", "prefill-first", "sjf-ontime"])
     for flag in ("--dry-run", "--no-plot"):
         assert not sweep.SweepArgs.from_cli_args(sweep.parser().parse_args(["task2", flag])).plot
+
+
+def _plan(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The lines a dry run of ``harness/sweep.py ARGV`` prints, sorted (two GPU lanes print at
+    once), with the lockstep folder's random name blanked."""
+    done = subprocess.run([sys.executable, str(ROOT / "harness" / "sweep.py"), *argv], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return sorted(re.sub(r"lab3-lockstep-\w+", "lab3-lockstep-X", line) for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("argv", [
+    ["task2", "--offline", "--dry-run", "--values", "64 128 256", "--gpus", "0 1"],
+    ["task3", "--dry-run", "--model", TINY],
+    ["slo", "--offline", "--dry-run"],
+], ids=["task2", "task3", "slo"])
+def test_a_sweep_plans_the_same_whatever_the_shell_exports(argv):
+    """A user's shell that exports MODEL, SEED, RUNS, RATES, GPUS, LOCKSTEP... (STRAY_ENV) for
+    other reasons: the sweep plans exactly what it plans without them, server and client commands
+    and result files alike (in the committed results' folders: a dry run writes nothing)."""
+    clean = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
+    plan = _plan(argv, clean)
+    assert any("would start" in line for line in plan) and any("would r" in line for line in plan)
+    assert _plan(argv, {**clean, **STRAY_ENV}) == plan
 
 
 def test_stress_rate_is_read_from_the_task2_folder_of_the_same_setting(tmp_path):
