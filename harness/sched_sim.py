@@ -37,21 +37,17 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
-from vllm.sampling_params import SamplingParams  # noqa: E402
-from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
-from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
-from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec  # noqa: E402
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
-from vllm.v1.request import Request  # noqa: E402
-from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+if TYPE_CHECKING:  # vLLM (and torch under it) take seconds to import: only a subcommand that runs loads them
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "models" / "tiny-qwen3"
@@ -82,8 +78,16 @@ class SimConfig:
     additional_config: dict[str, Any] = field(default_factory=dict)  # strategy settings, as vllm serve gets them
 
 
-def make_scheduler(cls: type = AsyncScheduler, config: SimConfig | None = None) -> AsyncScheduler:
-    """Build ``cls`` exactly as the engine core would, on a CPU device config."""
+def make_scheduler(cls: type[AsyncScheduler] | None = None, config: SimConfig | None = None) -> AsyncScheduler:
+    """Build ``cls`` (vLLM's ``AsyncScheduler`` by default) exactly as the engine core would, on a
+    CPU device config. vLLM is imported here, not with the module, so that ``--help`` is quick."""
+    import torch
+    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    cls = cls or AsyncScheduler
     cfg = config or SimConfig()
     scheduler_config = SchedulerConfig(
         max_num_seqs=cfg.max_num_seqs,
@@ -119,6 +123,10 @@ def make_request(prompt_len: int, max_tokens: int, *, arrival_time: float | None
                  hashed: bool = True) -> Request:
     """A request with distinct prompt tokens (no accidental prefix-cache hits); ``hashed=False``
     skips the block hashes, which only prefix caching reads (a tenth of a replay's time)."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import Request
+
     global _hash_ready
     if not _hash_ready:
         init_none_hash(hash)
@@ -138,6 +146,8 @@ def make_request(prompt_len: int, max_tokens: int, *, arrival_time: float | None
 
 def fake_model_output(scheduler: AsyncScheduler, output: SchedulerOutput) -> ModelRunnerOutput:
     """One sampled token per request whose prompt is done; none for a partial prefill."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
     ids = list(output.num_scheduled_tokens)
     sampled = [[] if scheduler.requests[rid].is_prefill_chunk else [FAKE_TOKEN] for rid in ids]
     return ModelRunnerOutput(req_ids=ids, req_id_to_index={rid: i for i, rid in enumerate(ids)},
@@ -219,6 +229,8 @@ def bench(waiting: int, running: int, repeats: int,
     admitted and every step decodes. With headroom, each step also admits prompts, which are
     refilled so the waiting queue keeps its size; running then grows by the admitted requests.
     """
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
     import my_scheduler
 
     classes = [("vLLM AsyncScheduler", AsyncScheduler)] + [  # every class of the registry
@@ -288,6 +300,8 @@ class VirtualClock:
 def replay_class(strategy: str, clock: VirtualClock) -> type:
     """The strategy's class (its registry entry's, vLLM's own for the default), with the clock
     it reads (``wall_clock``) set to the virtual one."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
     import my_scheduler
 
     cls = my_scheduler.strategy(strategy).cls or AsyncScheduler
@@ -484,7 +498,9 @@ def add_replay_parser(sub: Any) -> None:
     r.add_argument("--out", type=Path, required=True)
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Both subcommands' arguments. Parsing needs nothing of vLLM's: the module imports it only
+    in the functions that drive a scheduler, so ``--help`` and a usage error answer at once."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="CPU time per schedule() call, each strategy vs stock")
@@ -493,7 +509,11 @@ def main(argv: list[str]) -> int:
     b.add_argument("--repeats", type=int, default=200)
     b.add_argument("--max-num-seqs", type=int, default=None, help="seq cap (default: --running)")
     add_replay_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "replay":
         try:
             return replay_command(args, argv)

@@ -140,6 +140,37 @@ def test_committed_fit_is_the_sjf_log_refitted():
     assert again["num_steps"] == committed["num_steps"]
 
 
+# ---------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+# Runs the CLI as `python -m harness.sched_sim` (a module) or `python harness/sched_sim.py` (a
+# file) would, then says which of the heavy packages the parse loaded.
+HELP_PROBE = """
+import runpy, sys
+how, target = sys.argv[1:3]
+sys.argv = ["sched_sim.py", "replay", "--help"]
+try:
+    runpy.run_module(target, run_name="__main__") if how == "module" else runpy.run_path(target, run_name="__main__")
+except SystemExit as exit:
+    print("exit", exit.code)
+print("loaded", sorted({name.split(".")[0] for name in sys.modules} & {"vllm", "torch"}))
+"""
+
+
+@pytest.mark.parametrize("how,target", [("module", "harness.sched_sim"), ("file", "harness/sched_sim.py")])
+def test_replay_help_parses_without_importing_vllm_or_torch(how, target):
+    """`replay --help` answers before any vLLM import (they took ~16 s): the usage, exit 0, and
+    neither vllm nor torch in sys.modules after the parse. No time is asserted, only the imports."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HELP_PROBE, how, target], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.splitlines()[-2:] == ["exit 0", "loaded []"], done.stdout + done.stderr
+    assert done.stdout.startswith("usage: sched_sim.py replay") and "--step-model" in done.stdout
+
+
 def test_replay_refuses_to_run_without_a_step_model(tmp_path, capsys):
     assert ss.main(["replay", "--strategy", "default", "--out", str(tmp_path / "x.json")]) == 2
     assert "step-time model is required" in capsys.readouterr().err
