@@ -470,7 +470,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
 def add_replay_parser(sub: Any) -> None:
     r = sub.add_parser("replay", help="simulate a strategy on a benchmark workload (needs --step-model)")
     r.add_argument("--strategy", required=True, help="a name of `python my_scheduler.py --list`")
-    r.add_argument("--step-model", help="coefficients from `python -m harness.step_model fit` (required)")
+    r.add_argument("--step-model", required=True,  # no default: step times must be measured (step_model.load)
+                   help="coefficients from `python -m harness.step_model fit`, e.g. "
+                        "results/steplogs/qwen3-0.6b_api-4.fit.json (the committed H200 fit)")
     r.add_argument("--rate", default="inf", help="requests/s, or inf (as vllm bench serve)")
     r.add_argument("--num-gpu-blocks", type=int, default=H200_KV_BLOCKS,
                    help="KV blocks of 16 tokens (default: about the H200's 1.16 M tokens for Qwen3-0.6B)")

@@ -172,9 +172,15 @@ def test_replay_help_parses_without_importing_vllm_or_torch(how, target):
 
 
 def test_replay_refuses_to_run_without_a_step_model(tmp_path, capsys):
-    assert ss.main(["replay", "--strategy", "default", "--out", str(tmp_path / "x.json")]) == 2
-    assert "step-time model is required" in capsys.readouterr().err
+    """--step-model is a required argument: argparse's usage error (exit 2), before anything runs."""
+    with pytest.raises(SystemExit) as exit:
+        ss.main(["replay", "--strategy", "default", "--out", str(tmp_path / "x.json")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ") and "the following arguments are required: --step-model" in err
     assert not (tmp_path / "x.json").exists()
+    with pytest.raises(ValueError, match="step-time model is required"):  # a caller that skips the parser
+        step_model.load(None)
 
 
 # ---------------------------------------------------------------------------------------------
