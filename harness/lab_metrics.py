@@ -38,6 +38,10 @@ import numpy as np
 from harness.provenance import write_bytes_atomic, write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
+# Share of requests, first by start time, left out of a summary as warm-up. One value for the GPU
+# runs (serve_bench.py, a study's plan) and the replays (sched_sim.py), whose summaries are set
+# side by side (rules.replay_validation): both leave out the same requests.
+WARMUP_FRACTION = 0.1
 PERCENTILES = (50, 90, 95, 99)
 FRONTEND_LAG_THRESHOLD = 0.99  # token-gap completeness below this: the front end lagged
 # A gap this short between two tokens of one request cannot come from the engine (one token per
@@ -236,7 +240,7 @@ def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[s
             "threshold": FRONTEND_LAG_THRESHOLD}
 
 
-def summarize(detail: dict[str, Any], warmup_fraction: float = 0.1,
+def summarize(detail: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION,
               timeout_s: float | None = None) -> dict[str, Any]:
     """The run's summary numbers from per-request data (see the module docstring)."""
     kept = kept_indices(detail["start_times"], warmup_fraction)
@@ -319,7 +323,7 @@ def slo_key(spec: str | None) -> str:
 
 
 def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
-                   warmup_fraction: float = 0.1) -> dict[str, Any]:
+                   warmup_fraction: float = WARMUP_FRACTION) -> dict[str, Any]:
     """Share of kept requests that meet every term of ``slo`` (ms), and goodput in requests/s.
 
     Same warm-up drop and time span as ``summarize``. A failed request misses the SLO. TPOT is

@@ -468,6 +468,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def add_replay_parser(sub: Any) -> None:
+    from harness.lab_metrics import WARMUP_FRACTION
+
     r = sub.add_parser("replay", help="simulate a strategy on a benchmark workload (needs --step-model)")
     r.add_argument("--strategy", required=True, help="a name of `python my_scheduler.py --list`")
     r.add_argument("--step-model", required=True,  # no default: step times must be measured (step_model.load)
@@ -480,8 +482,14 @@ def add_replay_parser(sub: Any) -> None:
     for flag, kind, default in (("--num-prompts", int, 1000), ("--burstiness", float, 1.0), ("--seed", int, 42),
                                 ("--input-len", int, 1024), ("--output-len", int, 256), ("--range-ratio", float, 0.0),
                                 ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
-                                ("--warmup-fraction", float, 0.1), ("--timeout-s", float, 30.0)):
+                                ("--timeout-s", float, 30.0)):
         r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
+    r.add_argument("--warmup-fraction", type=float, default=WARMUP_FRACTION,
+                   help=f"share of requests, first by start time, left out of the summary and the SLO "
+                        f"attainment (default {WARMUP_FRACTION}, what serve_bench.py and a study drop from a GPU "
+                        f"run: the report sets a replay's summary beside its GPU runs' summaries, so both "
+                        f"cover the same requests; vllm bench serve's own figures, a GPU run's client block, "
+                        f"drop none)")
     r.add_argument("--dataset-path", type=Path, default=None,
                    help="a custom dataset (JSONL with input_tokens and output_tokens, e.g. from "
                         "harness/workloads.py): its lengths in file order instead of the random dataset's")
@@ -515,7 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "replay" and not 0 <= args.warmup_fraction < 1:
+        parser.error("--warmup-fraction must be in [0, 1)")
     if args.command == "replay":
         try:
             return replay_command(args, argv)

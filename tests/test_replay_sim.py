@@ -183,6 +183,38 @@ def test_replay_refuses_to_run_without_a_step_model(tmp_path, capsys):
         step_model.load(None)
 
 
+def replay_args(*extra: str):
+    """The replay's arguments as parsed, with its required ones."""
+    return ss.build_parser().parse_args(["replay", "--strategy", "default", "--step-model", "fit.json",
+                                         "--out", "out.json", *extra])
+
+
+def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
+    """The report sets a replay's summary beside the GPU runs of its load (rules.replay_validation),
+    so both must leave out the same first requests: the replay's default is the GPU harness's, and
+    every committed GPU run with a replay folder, and every committed replay, used it."""
+    from harness import lab_metrics, serve_bench
+    from harness.report import BUDGET_SWEEP
+    from harness.study import StudyPlan
+
+    default = replay_args().warmup_fraction
+    assert default == lab_metrics.WARMUP_FRACTION
+    gpu = serve_bench.parse_args(["--out-dir", "x", "--model", "m", "--task", "t", "--tag", "t"])
+    assert gpu.warmup_fraction == default
+    assert StudyPlan.__dataclass_fields__["warmup_fraction"].default == default
+    results = ROOT / "results"
+    suffixes = {folder.name.split("_", 1)[1] for folder in results.glob("replay_*") if folder.is_dir()}
+    paired = [folder for folder in results.glob("task*_*") if folder.is_dir()  # as rules.replay_validation pairs them
+              if any(folder.name.endswith("_" + suffix) for suffix in suffixes)] + [results / BUDGET_SWEEP]
+    compared = [path for folder in paired for path in folder.glob("*.json")]
+    assert len(compared) == 58  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12
+    for path in compared + list(results.glob("replay_*/*.json")):
+        stored = json.loads(path.read_text())
+        assert stored["config"]["warmup_fraction"] == stored["summary"]["warmup_fraction"] == default, path
+    with pytest.raises(SystemExit):
+        ss.main(["replay", "--strategy", "default", "--step-model", "f", "--out", "o", "--warmup-fraction", "1"])
+
+
 # ---------------------------------------------------------------------------------------------
 # The workload of vllm bench serve
 # ---------------------------------------------------------------------------------------------
