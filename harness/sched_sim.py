@@ -453,7 +453,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                        "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),
         "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
-                   "output_throughput": summary["output_throughput_tok_s"]},
+                   "output_throughput": summary["output_throughput_tok_s"],
+                   "request_throughput": summary["request_throughput_req_s"]},
         "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
         "summary": summary,
     }
@@ -463,7 +464,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         write_run(args.out, record, detail, packed)
     print(f"TTFT P50 {number_text(summary['ttft_ms']['p50'], ' ms', 1)}, "
-          f"ITL P99 {number_text(summary['itl_ms']['p99'], ' ms', 1)} -> {args.out}")
+          f"ITL P99 {number_text(summary['itl_ms']['p99'], ' ms', 1)}, "
+          f"request throughput {number_text(summary['request_throughput_req_s'], ' req/s', 2)} -> {args.out}")
     return 0
 
 

@@ -303,6 +303,29 @@ def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_fil
     assert rows.loc[0, "TTFT P50 (ms)"] > 0 and not math.isnan(rows.loc[0, "ITL P99 (ms)"])
 
 
+def test_a_replay_prints_and_stores_its_request_throughput(tmp_path, model_file, capsys):
+    """Completed requests per second over the run, as vllm bench serve's request_throughput: all
+    30 requests (none dropped as warm-up) from the first arrival to the last token; in the
+    summary, the client block (where a GPU run has vLLM's own) and the last line printed. A file
+    written before the key existed still loads."""
+    from harness.results import load_runs, run_rows
+
+    out = tmp_path / "sim" / "default_rate-20.json"
+    assert ss.main(["replay", "--strategy", "default", "--rate", "20", "--num-prompts", "30", "--input-len", "128",
+                    "--output-len", "16", "--step-model", str(model_file), "--out", str(out)]) == 0
+    stored = json.loads(out.read_text())
+    detail = load_runs(out.parent)[0].detail
+    last_end = max(start + ttft + sum(itls) for start, ttft, itls in
+                   zip(detail["start_times"], detail["ttfts"], detail["itls"]))
+    expected = 30 / (last_end - min(detail["start_times"]))
+    rate = stored["summary"]["request_throughput_req_s"]
+    assert rate == pytest.approx(expected, rel=1e-4) and stored["client"]["request_throughput"] == rate
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"request throughput {rate:.2f} req/s -> {out}")
+    del stored["summary"]["request_throughput_req_s"], stored["client"]["request_throughput"]
+    out.write_text(json.dumps(stored))
+    assert len(run_rows(load_runs(out.parent))) == 1
+
+
 def test_a_replay_of_one_token_requests_has_no_itl_and_says_so(tmp_path, model_file, capsys):
     """Every request gets one output token, so no request has an inter-token gap: the replay still
     writes its file and its last line reads ITL n/a instead of failing on the missing number."""
@@ -332,6 +355,8 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
     assert ss.main([*argv, "--slo", "ttft:200 tpot:25", "--no-detail"]) == 0
     again = json.loads(out.read_text())
     assert again["client"]["detail_file"] is None and not list(tmp_path.glob("*.npz.xz"))
+    assert "request_throughput_req_s" not in stored["summary"]  # written before the key was added
+    assert again["summary"].pop("request_throughput_req_s") > 0
     slos = again["summary"].pop("slo_attainment"), stored["summary"].pop("slo_attainment")
     assert again["summary"] == stored["summary"]
     # The committed file's attainment came from its arrays (times kept to 50 us), the new one from
