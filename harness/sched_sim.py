@@ -61,6 +61,7 @@ FAKE_TOKEN = 7
 _hash_ready = False
 
 
+RANDOM_PROMPTS = 1000  # requests of the handout's random loads (vllm bench serve's own --num-prompts default)
 H200_KV_BLOCKS = 72_500  # KV blocks of 16 tokens: about the H200's 1.16 M tokens for Qwen3-0.6B
 
 
@@ -382,17 +383,21 @@ def request_arrays(arrivals: np.ndarray, input_lens: np.ndarray,
 
 
 def workload_lengths(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
-    """The replay's prompt and output lengths: the first ``--num-prompts`` lines of
-    ``--dataset-path`` (a custom dataset, sent in file order), else the random dataset's draw."""
+    """The replay's prompt and output lengths, one per request: the first ``--num-prompts`` lines
+    of ``--dataset-path`` (a custom dataset, sent in file order), else the random dataset's draw.
+    Without ``--num-prompts`` the workload's own size: the whole file (it is the workload, as
+    written), else ``RANDOM_PROMPTS``; so a dataset of another size than 1000 needs no flag."""
     from harness import workloads
 
     if args.dataset_path is None:
-        return bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
+        count = RANDOM_PROMPTS if args.num_prompts is None else args.num_prompts
+        return bench_lengths(count, args.input_len, args.output_len, args.range_ratio, args.seed,
                              output_range_ratio=args.output_range_ratio)
     inputs, outputs = workloads.read_lengths(args.dataset_path)
-    if len(inputs) < args.num_prompts:
-        raise ValueError(f"{args.dataset_path} has {len(inputs)} prompts, fewer than --num-prompts {args.num_prompts}")
-    return inputs[:args.num_prompts], outputs[:args.num_prompts]
+    count = len(inputs) if args.num_prompts is None else args.num_prompts
+    if len(inputs) < count:
+        raise ValueError(f"{args.dataset_path} has {len(inputs)} prompts, fewer than --num-prompts {count}")
+    return inputs[:count], outputs[:count]
 
 
 def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -407,8 +412,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)
-    arrivals = bench_arrivals(args.num_prompts, rate, args.burstiness, args.seed)
     inputs, outputs = workload_lengths(args)
+    num_prompts = len(inputs)  # --num-prompts, else the workload's own
+    arrivals = bench_arrivals(num_prompts, rate, args.burstiness, args.seed)
     config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                        num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16,
                        additional_config=json.loads(args.additional_config))
@@ -418,7 +424,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config,
                                   clock, residual_seed)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
-    print(f"simulated {args.num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
+    print(f"simulated {num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
           f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
     server_args = (f"--max-num-batched-tokens {args.max_num_batched_tokens} --max-num-seqs {args.max_num_seqs}"
                    f" --num-gpu-blocks-override {args.num_gpu_blocks}")
@@ -441,7 +447,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         "config": {"task": "sim", "tag": args.strategy, "workload": args.workload, "rate": rate_label(args.rate),
                    "run": args.run, "scheduler": args.strategy,
                    "scheduler_cls": my_scheduler.resolve_strategy(args.strategy) or None,
-                   "num_prompts": args.num_prompts, "seed": args.seed, "server_args": server_args,
+                   "num_prompts": num_prompts, "seed": args.seed, "server_args": server_args,
                    "bench_args": bench_args, "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
                    "server_params": {**flag_params(shlex.split(server_args)),
                                      "additional_config": json.loads(args.additional_config)},
@@ -452,7 +458,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now,
                        "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),
-        "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
+        "client": {"num_prompts": num_prompts, "completed": sum(not e for e in detail["errors"]),
                    "output_throughput": summary["output_throughput_tok_s"],
                    "request_throughput": summary["request_throughput_req_s"]},
         "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
@@ -481,7 +487,10 @@ def add_replay_parser(sub: Any) -> None:
     r.add_argument("--num-gpu-blocks", type=int, default=H200_KV_BLOCKS,
                    help="KV blocks of 16 tokens (default: about the H200's 1.16 M tokens for Qwen3-0.6B)")
     r.add_argument("--workload", default="fixed", help="workload name for the tables")
-    for flag, kind, default in (("--num-prompts", int, 1000), ("--burstiness", float, 1.0), ("--seed", int, 42),
+    r.add_argument("--num-prompts", type=int, default=None,
+                   help=f"requests to replay (default: the workload's own: every line of --dataset-path, "
+                        f"else {RANDOM_PROMPTS}, the handout's random loads)")
+    for flag, kind, default in (("--burstiness", float, 1.0), ("--seed", int, 42),
                                 ("--input-len", int, 1024), ("--output-len", int, 256), ("--range-ratio", float, 0.0),
                                 ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
                                 ("--timeout-s", float, 30.0)):
@@ -529,6 +538,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.command == "replay" and not 0 <= args.warmup_fraction < 1:
         parser.error("--warmup-fraction must be in [0, 1)")
+    if args.command == "replay" and args.num_prompts is not None and args.num_prompts < 1:
+        parser.error("--num-prompts must be at least 1")
     if args.command == "replay":
         try:
             return replay_command(args, argv)

@@ -215,6 +215,30 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
         ss.main(["replay", "--strategy", "default", "--step-model", "f", "--out", "o", "--warmup-fraction", "1"])
 
 
+def test_num_prompts_defaults_to_the_workloads_own_size(tmp_path, model_file, capsys):
+    """No --num-prompts: every line of --dataset-path (7 here; the old fixed 1000 refused such a
+    file), else the handout's 1000 for a random load; --help says so. An explicit count still wins."""
+    dataset = tmp_path / "seven.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": "x", "input_tokens": 40 + i, "output_tokens": 3 + i}) + "\n"
+                               for i in range(7)))
+    out = tmp_path / "sim" / "default_seven_rate-20.json"
+    assert ss.main(["replay", "--strategy", "default", "--rate", "20", "--dataset-path", str(dataset),
+                    "--step-model", str(model_file), "--out", str(out)]) == 0
+    stored = json.loads(out.read_text())
+    assert stored["config"]["num_prompts"] == stored["client"]["num_prompts"] == stored["summary"]["num_requests"] == 7
+    assert stored["client"]["completed"] == 7
+    random_load = ss.workload_lengths(replay_args("--input-len", "64", "--output-len", "8"))
+    assert [len(lengths) for lengths in random_load] == [ss.RANDOM_PROMPTS, ss.RANDOM_PROMPTS] == [1000, 1000]
+    assert [len(lengths) for lengths in ss.workload_lengths(replay_args("--dataset-path", str(dataset),
+                                                                        "--num-prompts", "5"))] == [5, 5]
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        ss.main(["replay", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--num-prompts NUM_PROMPTS requests to replay (default: the workload's own: every line of " \
+           "--dataset-path, else 1000" in help_text
+
+
 # ---------------------------------------------------------------------------------------------
 # The workload of vllm bench serve
 # ---------------------------------------------------------------------------------------------
