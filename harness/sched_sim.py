@@ -37,21 +37,17 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
-from vllm.sampling_params import SamplingParams  # noqa: E402
-from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
-from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
-from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec  # noqa: E402
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
-from vllm.v1.request import Request  # noqa: E402
-from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+if TYPE_CHECKING:  # vLLM (and torch under it) take seconds to import: only a subcommand that runs loads them
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "models" / "tiny-qwen3"
@@ -65,6 +61,7 @@ FAKE_TOKEN = 7
 _hash_ready = False
 
 
+RANDOM_PROMPTS = 1000  # requests of the handout's random loads (vllm bench serve's own --num-prompts default)
 H200_KV_BLOCKS = 72_500  # KV blocks of 16 tokens: about the H200's 1.16 M tokens for Qwen3-0.6B
 
 
@@ -82,8 +79,16 @@ class SimConfig:
     additional_config: dict[str, Any] = field(default_factory=dict)  # strategy settings, as vllm serve gets them
 
 
-def make_scheduler(cls: type = AsyncScheduler, config: SimConfig | None = None) -> AsyncScheduler:
-    """Build ``cls`` exactly as the engine core would, on a CPU device config."""
+def make_scheduler(cls: type[AsyncScheduler] | None = None, config: SimConfig | None = None) -> AsyncScheduler:
+    """Build ``cls`` (vLLM's ``AsyncScheduler`` by default) exactly as the engine core would, on a
+    CPU device config. vLLM is imported here, not with the module, so that ``--help`` is quick."""
+    import torch
+    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    cls = cls or AsyncScheduler
     cfg = config or SimConfig()
     scheduler_config = SchedulerConfig(
         max_num_seqs=cfg.max_num_seqs,
@@ -119,6 +124,10 @@ def make_request(prompt_len: int, max_tokens: int, *, arrival_time: float | None
                  hashed: bool = True) -> Request:
     """A request with distinct prompt tokens (no accidental prefix-cache hits); ``hashed=False``
     skips the block hashes, which only prefix caching reads (a tenth of a replay's time)."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import Request
+
     global _hash_ready
     if not _hash_ready:
         init_none_hash(hash)
@@ -138,6 +147,8 @@ def make_request(prompt_len: int, max_tokens: int, *, arrival_time: float | None
 
 def fake_model_output(scheduler: AsyncScheduler, output: SchedulerOutput) -> ModelRunnerOutput:
     """One sampled token per request whose prompt is done; none for a partial prefill."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
     ids = list(output.num_scheduled_tokens)
     sampled = [[] if scheduler.requests[rid].is_prefill_chunk else [FAKE_TOKEN] for rid in ids]
     return ModelRunnerOutput(req_ids=ids, req_id_to_index={rid: i for i, rid in enumerate(ids)},
@@ -219,6 +230,8 @@ def bench(waiting: int, running: int, repeats: int,
     admitted and every step decodes. With headroom, each step also admits prompts, which are
     refilled so the waiting queue keeps its size; running then grows by the admitted requests.
     """
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
     import my_scheduler
 
     classes = [("vLLM AsyncScheduler", AsyncScheduler)] + [  # every class of the registry
@@ -288,6 +301,8 @@ class VirtualClock:
 def replay_class(strategy: str, clock: VirtualClock) -> type:
     """The strategy's class (its registry entry's, vLLM's own for the default), with the clock
     it reads (``wall_clock``) set to the virtual one."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
     import my_scheduler
 
     cls = my_scheduler.scheduler_class(strategy) or AsyncScheduler
@@ -368,17 +383,21 @@ def request_arrays(arrivals: np.ndarray, input_lens: np.ndarray,
 
 
 def workload_lengths(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
-    """The replay's prompt and output lengths: the first ``--num-prompts`` lines of
-    ``--dataset-path`` (a custom dataset, sent in file order), else the random dataset's draw."""
+    """The replay's prompt and output lengths, one per request: the first ``--num-prompts`` lines
+    of ``--dataset-path`` (a custom dataset, sent in file order), else the random dataset's draw.
+    Without ``--num-prompts`` the workload's own size: the whole file (it is the workload, as
+    written), else ``RANDOM_PROMPTS``; so a dataset of another size than 1000 needs no flag."""
     from harness import workloads
 
     if args.dataset_path is None:
-        return bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
+        count = RANDOM_PROMPTS if args.num_prompts is None else args.num_prompts
+        return bench_lengths(count, args.input_len, args.output_len, args.range_ratio, args.seed,
                              output_range_ratio=args.output_range_ratio)
     inputs, outputs = workloads.read_lengths(args.dataset_path)
-    if len(inputs) < args.num_prompts:
-        raise ValueError(f"{args.dataset_path} has {len(inputs)} prompts, fewer than --num-prompts {args.num_prompts}")
-    return inputs[:args.num_prompts], outputs[:args.num_prompts]
+    count = len(inputs) if args.num_prompts is None else args.num_prompts
+    if len(inputs) < count:
+        raise ValueError(f"{args.dataset_path} has {len(inputs)} prompts, fewer than --num-prompts {count}")
+    return inputs[:count], outputs[:count]
 
 
 def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -393,8 +412,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)
-    arrivals = bench_arrivals(args.num_prompts, rate, args.burstiness, args.seed)
     inputs, outputs = workload_lengths(args)
+    num_prompts = len(inputs)  # --num-prompts, else the workload's own
+    arrivals = bench_arrivals(num_prompts, rate, args.burstiness, args.seed)
     config = SimConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                        num_blocks=args.num_gpu_blocks, max_model_len=int(inputs.max() + outputs.max()) + 16,
                        additional_config=json.loads(args.additional_config))
@@ -404,7 +424,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config,
                                   clock, residual_seed)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
-    print(f"simulated {args.num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
+    print(f"simulated {num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
           f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
     server_args = (f"--max-num-batched-tokens {args.max_num_batched_tokens} --max-num-seqs {args.max_num_seqs}"
                    f" --num-gpu-blocks-override {args.num_gpu_blocks}")
@@ -427,7 +447,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         "config": {"task": "sim", "tag": args.strategy, "workload": args.workload, "rate": rate_label(args.rate),
                    "run": args.run, "scheduler": args.strategy,
                    "scheduler_cls": my_scheduler.resolve_strategy(args.strategy) or None,
-                   "num_prompts": args.num_prompts, "seed": args.seed, "server_args": server_args,
+                   "num_prompts": num_prompts, "seed": args.seed, "server_args": server_args,
                    "bench_args": bench_args, "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
                    "server_params": {**flag_params(shlex.split(server_args)),
                                      "additional_config": json.loads(args.additional_config)},
@@ -438,8 +458,9 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now,
                        "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),
-        "client": {"num_prompts": args.num_prompts, "completed": sum(not e for e in detail["errors"]),
-                   "output_throughput": summary["output_throughput_tok_s"]},
+        "client": {"num_prompts": num_prompts, "completed": sum(not e for e in detail["errors"]),
+                   "output_throughput": summary["output_throughput_tok_s"],
+                   "request_throughput": summary["request_throughput_req_s"]},
         "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
         "summary": summary,
     }
@@ -449,23 +470,37 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         write_run(args.out, record, detail, packed)
     print(f"TTFT P50 {number_text(summary['ttft_ms']['p50'], ' ms', 1)}, "
-          f"ITL P99 {number_text(summary['itl_ms']['p99'], ' ms', 1)} -> {args.out}")
+          f"ITL P99 {number_text(summary['itl_ms']['p99'], ' ms', 1)}, "
+          f"request throughput {number_text(summary['request_throughput_req_s'], ' req/s', 2)} -> {args.out}")
     return 0
 
 
 def add_replay_parser(sub: Any) -> None:
+    from harness.lab_metrics import WARMUP_FRACTION
+
     r = sub.add_parser("replay", help="simulate a strategy on a benchmark workload (needs --step-model)")
     r.add_argument("--strategy", required=True, help="a name of `python my_scheduler.py --list`")
-    r.add_argument("--step-model", help="coefficients from `python -m harness.step_model fit` (required)")
+    r.add_argument("--step-model", required=True,  # no default: step times must be measured (step_model.load)
+                   help="coefficients from `python -m harness.step_model fit`, e.g. "
+                        "results/steplogs/qwen3-0.6b_api-4.fit.json (the committed H200 fit)")
     r.add_argument("--rate", default="inf", help="requests/s, or inf (as vllm bench serve)")
     r.add_argument("--num-gpu-blocks", type=int, default=H200_KV_BLOCKS,
                    help="KV blocks of 16 tokens (default: about the H200's 1.16 M tokens for Qwen3-0.6B)")
     r.add_argument("--workload", default="fixed", help="workload name for the tables")
-    for flag, kind, default in (("--num-prompts", int, 1000), ("--burstiness", float, 1.0), ("--seed", int, 42),
+    r.add_argument("--num-prompts", type=int, default=None,
+                   help=f"requests to replay (default: the workload's own: every line of --dataset-path, "
+                        f"else {RANDOM_PROMPTS}, the handout's random loads)")
+    for flag, kind, default in (("--burstiness", float, 1.0), ("--seed", int, 42),
                                 ("--input-len", int, 1024), ("--output-len", int, 256), ("--range-ratio", float, 0.0),
                                 ("--max-num-batched-tokens", int, 2048), ("--max-num-seqs", int, 256),
-                                ("--warmup-fraction", float, 0.1), ("--timeout-s", float, 30.0)):
+                                ("--timeout-s", float, 30.0)):
         r.add_argument(flag, type=kind, default=default, help=f"as vllm bench serve / vllm serve (default {default})")
+    r.add_argument("--warmup-fraction", type=float, default=WARMUP_FRACTION,
+                   help=f"share of requests, first by start time, left out of the summary and the SLO "
+                        f"attainment (default {WARMUP_FRACTION}, what serve_bench.py and a study drop from a GPU "
+                        f"run: the report sets a replay's summary beside its GPU runs' summaries, so both "
+                        f"cover the same requests; vllm bench serve's own figures, a GPU run's client block, "
+                        f"drop none)")
     r.add_argument("--dataset-path", type=Path, default=None,
                    help="a custom dataset (JSONL with input_tokens and output_tokens, e.g. from "
                         "harness/workloads.py): its lengths in file order instead of the random dataset's")
@@ -484,7 +519,9 @@ def add_replay_parser(sub: Any) -> None:
     r.add_argument("--out", type=Path, required=True)
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Both subcommands' arguments. Parsing needs nothing of vLLM's: the module imports it only
+    in the functions that drive a scheduler, so ``--help`` and a usage error answer at once."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="CPU time per schedule() call, each strategy vs stock")
@@ -493,7 +530,16 @@ def main(argv: list[str]) -> int:
     b.add_argument("--repeats", type=int, default=200)
     b.add_argument("--max-num-seqs", type=int, default=None, help="seq cap (default: --running)")
     add_replay_parser(sub)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "replay" and not 0 <= args.warmup_fraction < 1:
+        parser.error("--warmup-fraction must be in [0, 1)")
+    if args.command == "replay" and args.num_prompts is not None and args.num_prompts < 1:
+        parser.error("--num-prompts must be at least 1")
     if args.command == "replay":
         try:
             return replay_command(args, argv)

@@ -82,7 +82,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity, live_group_members  # noqa: E402
-from harness.lab_metrics import DETAIL_KEYS, PeriodicSampler, frontend_check, summarize, write_run  # noqa: E402
+from harness.lab_metrics import (DETAIL_KEYS, WARMUP_FRACTION, PeriodicSampler, frontend_check, summarize,  # noqa: E402
+                                 write_run)
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import collect_meta, visible_gpu_index  # noqa: E402
 
@@ -924,7 +925,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="comma-separated client-process counts; each run's load is split over "
                              "that many `vllm bench serve` processes (e.g. 1,2: does the client limit?)")
     parser.add_argument("--goodput", default="", help='passed to --goodput, e.g. "ttft:500 tpot:50"')
-    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--warmup-fraction", type=float, default=WARMUP_FRACTION,
+                        help=f"share of requests, first by start time, left out of the summary (default {WARMUP_FRACTION})")
     parser.add_argument("--timeout-s", type=float, default=None,
                         help="end-to-end latency above which a request counts as a timeout")
     parser.add_argument("--port", type=int, default=0, help="0: pick a free port")

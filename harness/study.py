@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # noqa: E402
-from harness.lab_metrics import DETAIL_KEYS, frontend_check, summarize, write_run  # noqa: E402
+from harness.lab_metrics import DETAIL_KEYS, WARMUP_FRACTION, frontend_check, summarize, write_run  # noqa: E402
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
                                 write_json_atomic)
@@ -194,7 +194,7 @@ class StudyPlan:
     arms: tuple[Arm, ...]
     runs_per_arm: int
     seed: int
-    warmup_fraction: float = 0.1
+    warmup_fraction: float = WARMUP_FRACTION
     timeout_s: float | None = 30.0
 
     @classmethod

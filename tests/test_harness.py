@@ -64,6 +64,16 @@ def test_summary_drops_warmup_and_keeps_failures_and_timeouts():
     assert s["tpot_ms"]["p50"] == pytest.approx(20.0)
 
 
+def test_request_throughput_counts_every_completed_request_over_the_whole_run():
+    """As vllm bench serve's request_throughput: the warm-up request 0 counts (no drop), the failed
+    request 3 does not; the span runs from the first start (0 s, request 0's) to the last end
+    (request 7's, 7 + 5 + 4.03 s). Not the summary's window, which starts at the first kept start."""
+    s = summarize(_detail(), warmup_fraction=0.1, timeout_s=2.0)
+    assert s["request_throughput_req_s"] == pytest.approx(9 / 16.03)
+    nothing = _detail() | {"errors": ["failed"] * 10}
+    assert summarize(nothing)["request_throughput_req_s"] is None
+
+
 def _rate_inf_detail(n: int = 100, out: int = 50, step_s: float = 0.01) -> dict:
     """A saturated run: every request sent at once, served in waves of 10 that each take
     ``out`` steps; one streamed chunk per token."""

@@ -140,10 +140,103 @@ def test_committed_fit_is_the_sjf_log_refitted():
     assert again["num_steps"] == committed["num_steps"]
 
 
+# ---------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+# Runs the CLI as `python -m harness.sched_sim` (a module) or `python harness/sched_sim.py` (a
+# file) would, then says which of the heavy packages the parse loaded.
+HELP_PROBE = """
+import runpy, sys
+how, target = sys.argv[1:3]
+sys.argv = ["sched_sim.py", "replay", "--help"]
+try:
+    runpy.run_module(target, run_name="__main__") if how == "module" else runpy.run_path(target, run_name="__main__")
+except SystemExit as exit:
+    print("exit", exit.code)
+print("loaded", sorted({name.split(".")[0] for name in sys.modules} & {"vllm", "torch"}))
+"""
+
+
+@pytest.mark.parametrize("how,target", [("module", "harness.sched_sim"), ("file", "harness/sched_sim.py")])
+def test_replay_help_parses_without_importing_vllm_or_torch(how, target):
+    """`replay --help` answers before any vLLM import (they took ~16 s): the usage, exit 0, and
+    neither vllm nor torch in sys.modules after the parse. No time is asserted, only the imports."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HELP_PROBE, how, target], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.splitlines()[-2:] == ["exit 0", "loaded []"], done.stdout + done.stderr
+    assert done.stdout.startswith("usage: sched_sim.py replay") and "--step-model" in done.stdout
+
+
 def test_replay_refuses_to_run_without_a_step_model(tmp_path, capsys):
-    assert ss.main(["replay", "--strategy", "default", "--out", str(tmp_path / "x.json")]) == 2
-    assert "step-time model is required" in capsys.readouterr().err
+    """--step-model is a required argument: argparse's usage error (exit 2), before anything runs."""
+    with pytest.raises(SystemExit) as exit:
+        ss.main(["replay", "--strategy", "default", "--out", str(tmp_path / "x.json")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ") and "the following arguments are required: --step-model" in err
     assert not (tmp_path / "x.json").exists()
+    with pytest.raises(ValueError, match="step-time model is required"):  # a caller that skips the parser
+        step_model.load(None)
+
+
+def replay_args(*extra: str):
+    """The replay's arguments as parsed, with its required ones."""
+    return ss.build_parser().parse_args(["replay", "--strategy", "default", "--step-model", "fit.json",
+                                         "--out", "out.json", *extra])
+
+
+def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
+    """The report sets a replay's summary beside the GPU runs of its load (rules.replay_validation),
+    so both must leave out the same first requests: the replay's default is the GPU harness's, and
+    every committed GPU run with a replay folder, and every committed replay, used it."""
+    from harness import lab_metrics, serve_bench
+    from harness.report import BUDGET_SWEEP
+    from harness.study import StudyPlan
+
+    default = replay_args().warmup_fraction
+    assert default == lab_metrics.WARMUP_FRACTION
+    gpu = serve_bench.parse_args(["--out-dir", "x", "--model", "m", "--task", "t", "--tag", "t"])
+    assert gpu.warmup_fraction == default
+    assert StudyPlan.__dataclass_fields__["warmup_fraction"].default == default
+    results = ROOT / "results"
+    suffixes = {folder.name.split("_", 1)[1] for folder in results.glob("replay_*") if folder.is_dir()}
+    paired = [folder for folder in results.glob("task*_*") if folder.is_dir()  # as rules.replay_validation pairs them
+              if any(folder.name.endswith("_" + suffix) for suffix in suffixes)] + [results / BUDGET_SWEEP]
+    compared = [path for folder in paired for path in folder.glob("*.json")]
+    assert len(compared) == 58  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12
+    for path in compared + list(results.glob("replay_*/*.json")):
+        stored = json.loads(path.read_text())
+        assert stored["config"]["warmup_fraction"] == stored["summary"]["warmup_fraction"] == default, path
+    with pytest.raises(SystemExit):
+        ss.main(["replay", "--strategy", "default", "--step-model", "f", "--out", "o", "--warmup-fraction", "1"])
+
+
+def test_num_prompts_defaults_to_the_workloads_own_size(tmp_path, model_file, capsys):
+    """No --num-prompts: every line of --dataset-path (7 here; the old fixed 1000 refused such a
+    file), else the handout's 1000 for a random load; --help says so. An explicit count still wins."""
+    dataset = tmp_path / "seven.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": "x", "input_tokens": 40 + i, "output_tokens": 3 + i}) + "\n"
+                               for i in range(7)))
+    out = tmp_path / "sim" / "default_seven_rate-20.json"
+    assert ss.main(["replay", "--strategy", "default", "--rate", "20", "--dataset-path", str(dataset),
+                    "--step-model", str(model_file), "--out", str(out)]) == 0
+    stored = json.loads(out.read_text())
+    assert stored["config"]["num_prompts"] == stored["client"]["num_prompts"] == stored["summary"]["num_requests"] == 7
+    assert stored["client"]["completed"] == 7
+    random_load = ss.workload_lengths(replay_args("--input-len", "64", "--output-len", "8"))
+    assert [len(lengths) for lengths in random_load] == [ss.RANDOM_PROMPTS, ss.RANDOM_PROMPTS] == [1000, 1000]
+    assert [len(lengths) for lengths in ss.workload_lengths(replay_args("--dataset-path", str(dataset),
+                                                                        "--num-prompts", "5"))] == [5, 5]
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        ss.main(["replay", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--num-prompts NUM_PROMPTS requests to replay (default: the workload's own: every line of " \
+           "--dataset-path, else 1000" in help_text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +327,29 @@ def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_fil
     assert rows.loc[0, "TTFT P50 (ms)"] > 0 and not math.isnan(rows.loc[0, "ITL P99 (ms)"])
 
 
+def test_a_replay_prints_and_stores_its_request_throughput(tmp_path, model_file, capsys):
+    """Completed requests per second over the run, as vllm bench serve's request_throughput: all
+    30 requests (none dropped as warm-up) from the first arrival to the last token; in the
+    summary, the client block (where a GPU run has vLLM's own) and the last line printed. A file
+    written before the key existed still loads."""
+    from harness.results import load_runs, run_rows
+
+    out = tmp_path / "sim" / "default_rate-20.json"
+    assert ss.main(["replay", "--strategy", "default", "--rate", "20", "--num-prompts", "30", "--input-len", "128",
+                    "--output-len", "16", "--step-model", str(model_file), "--out", str(out)]) == 0
+    stored = json.loads(out.read_text())
+    detail = load_runs(out.parent)[0].detail
+    last_end = max(start + ttft + sum(itls) for start, ttft, itls in
+                   zip(detail["start_times"], detail["ttfts"], detail["itls"]))
+    expected = 30 / (last_end - min(detail["start_times"]))
+    rate = stored["summary"]["request_throughput_req_s"]
+    assert rate == pytest.approx(expected, rel=1e-4) and stored["client"]["request_throughput"] == rate
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"request throughput {rate:.2f} req/s -> {out}")
+    del stored["summary"]["request_throughput_req_s"], stored["client"]["request_throughput"]
+    out.write_text(json.dumps(stored))
+    assert len(run_rows(load_runs(out.parent))) == 1
+
+
 def test_a_replay_of_one_token_requests_has_no_itl_and_says_so(tmp_path, model_file, capsys):
     """Every request gets one output token, so no request has an inter-token gap: the replay still
     writes its file and its last line reads ITL n/a instead of failing on the missing number."""
@@ -263,6 +379,8 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
     assert ss.main([*argv, "--slo", "ttft:200 tpot:25", "--no-detail"]) == 0
     again = json.loads(out.read_text())
     assert again["client"]["detail_file"] is None and not list(tmp_path.glob("*.npz.xz"))
+    assert "request_throughput_req_s" not in stored["summary"]  # written before the key was added
+    assert again["summary"].pop("request_throughput_req_s") > 0
     slos = again["summary"].pop("slo_attainment"), stored["summary"].pop("slo_attainment")
     assert again["summary"] == stored["summary"]
     # The committed file's attainment came from its arrays (times kept to 50 us), the new one from
