@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import io
 import json
-import math
 import os
 import random
 import shlex
@@ -43,7 +42,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +54,10 @@ from harness.lab_metrics import DETAIL_KEYS, WARMUP_FRACTION, frontend_check, su
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
                                 write_json_atomic)
-from harness.strategies import resolve_strategy, strategy  # noqa: E402
 from harness.serve_bench import (GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER, SCHEMA_VERSION,  # noqa: E402
                                  HarnessError, MetricsPoller, Server, counters_delta, free_port,
                                  number_text, read_stats, result_name, strategy_settings, vllm_cli)
+from harness.strategies import resolve_strategy, strategy  # noqa: E402
 
 STUDY_FILE = "study.json"
 STUDY_SCHEMA = 1
