@@ -256,6 +256,20 @@ def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[s
             "threshold": FRONTEND_LAG_THRESHOLD}
 
 
+def run_timing(detail: dict[str, Any], begin: float, load: float | None, end: float) -> dict[str, Any]:
+    """Where a run's wall time went (``begin``/``load``/``end``: one monotonic clock, when the
+    client was started, began its load and was done): its set-up (dataset, tokenizer check, test
+    prompt), the arrival window (first to last request sent), the drain (last request sent to last
+    token) and the overhead (the wall time beyond the arrival window), in seconds."""
+    starts = detail["start_times"]
+    ends = [s + t + sum(gaps) for s, t, gaps in zip(starts, detail["ttfts"], detail["itls"]) if t]
+    window = max(starts) - min(starts) if starts else 0.0
+    wall = end - begin
+    return {"run_wall_s": round(wall, 2), "client_setup_s": None if load is None else round(load - begin, 2),
+            "arrival_window_s": round(window, 2), "drain_s": round(max(ends) - max(starts), 2) if ends else None,
+            "client_overhead_s": round(wall - window, 2)}
+
+
 def summarize(detail: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION,
               timeout_s: float | None = None) -> dict[str, Any]:
     """The run's summary numbers from per-request data (see the module docstring)."""

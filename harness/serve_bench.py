@@ -38,7 +38,9 @@ GPU utilization from NVML), ``frontend``, ``client`` (what ``vllm bench serve`` 
 over its processes; the per-request arrays are in ``<result stem>.requests.npz.xz`` beside it,
 named by ``detail_file``: ``lab_metrics.read_detail``), ``engine`` (``/metrics`` peaks and KV
 capacity; for this project's schedulers the recorder's counters for the run and cumulative),
-``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as warm-up).
+``summary`` (``lab_metrics.summarize`` after dropping the first 10% of requests as warm-up),
+``timing`` (the server's ready time and start-up phases; the run's client set-up, arrival window,
+drain and overhead: ``lab_metrics.run_timing``).
 
 Lockstep (``--sync-dir DIR --sync-parties N``): configurations running at once on different GPUs
 of one host share its CPUs, and the front end is CPU-bound at these rates, so each run waits
@@ -72,7 +74,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -82,8 +84,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity, live_group_members  # noqa: E402
-from harness.lab_metrics import (DETAIL_KEYS, WARMUP_FRACTION, PeriodicSampler, frontend_check, summarize,  # noqa: E402
-                                 write_run)
+from harness.lab_metrics import (DETAIL_KEYS, WARMUP_FRACTION, PeriodicSampler, frontend_check,  # noqa: E402
+                                 run_timing, summarize, write_run)
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import collect_meta, visible_gpu_index  # noqa: E402
 
@@ -235,6 +237,9 @@ class Server:
     port: int
     host: str = "127.0.0.1"
     process: subprocess.Popen | None = None
+    started_unix: float | None = None
+    ready_s: float | None = None  # launch to /health 200, once ready
+    start_phases_s: dict[str, float] = field(default_factory=dict)  # ``start_phases`` of its log
 
     @property
     def base_url(self) -> str:
@@ -244,7 +249,8 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # Appended to: a resumed sweep restarts the server, and the first start's log stays.
         handle = open(self.log_path, "a")
-        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.started_unix = time.time()
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_unix))
         handle.write(f"# ---- server started {started} ----\n$ {shlex.join(self.command)}\n")
         handle.flush()
         self.process = subprocess.Popen(self.command, stdout=handle, stderr=subprocess.STDOUT,
@@ -259,7 +265,8 @@ class Server:
         return HarnessError(f"the server died {when} (exit code {code}); {log_tail(self.log_path)}")
 
     def wait_ready(self, timeout_s: float) -> float:
-        """Seconds until ``/health`` answered 200; fails fast if the process exits."""
+        """Seconds until ``/health`` answered 200 (kept, with the start-up phases read from the
+        log, in ``ready_s`` and ``start_phases_s``); fails fast if the process exits."""
         start = time.monotonic()
         while time.monotonic() - start < timeout_s:
             if not self.alive():
@@ -267,7 +274,10 @@ class Server:
             with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
                     if resp.status == 200:
-                        return time.monotonic() - start
+                        self.ready_s = round(time.monotonic() - start, 1)
+                        self.start_phases_s = start_phases(self.log_path.read_text(errors="replace"),
+                                                           self.started_unix or time.time())
+                        return self.ready_s
             time.sleep(1.0)
         raise HarnessError(f"the server did not become healthy within {timeout_s:.0f} s; "
                            f"{log_tail(self.log_path)}")
@@ -313,6 +323,43 @@ class Server:
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
+
+
+START_MARKERS = {  # phase -> a line of vLLM 0.26's start-up log that ends it
+    "api_processes_started": "API server processes",
+    "model_loaded": "Model loading took",
+    "compiled": "torch.compile took",
+    "kv_cache_allocated": "GPU KV cache size",
+    "graphs_captured": "Graph capturing finished",
+    "engine_ready": "init engine (profile, create kv cache, warmup model) took",
+}
+
+
+def start_phases(log_text: str, started_unix: float) -> dict[str, float]:
+    """Seconds from the server's start to the last line of each start-up phase (``START_MARKERS``)
+    seen in its log (vLLM's INFO lines; the API servers' readiness is the harness's own ``/health``
+    time): where a start's two minutes go."""
+    clock_of_line = vllm_log_clock(time.localtime(started_unix).tm_year)
+    phases: dict[str, float] = {}
+    for line in log_text.splitlines():
+        for phase, marker in START_MARKERS.items():
+            at = clock_of_line(line) if marker in line else None
+            if at is not None and at >= started_unix - 1:  # a log appended to holds earlier starts
+                phases[phase] = round(at - started_unix, 1)
+    return phases
+
+
+def vllm_log_clock(year: int) -> Callable[[str], float | None]:
+    """The time of a vLLM log line (``INFO 12-02 00:25:06 [...]``, local time, no year) as Unix time."""
+    pattern = re.compile(r"\b(?:INFO|WARNING|DEBUG|ERROR) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
+
+    def clock(line: str) -> float | None:
+        found = pattern.search(line)
+        if not found:
+            return None
+        month, day, hour, minute, second = map(int, found.groups())
+        return time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
+    return clock
 
 
 # ---- /metrics --------------------------------------------------------------------------------
@@ -672,8 +719,10 @@ class RunSpec:
 def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
                    bench_cmds: list[list[str]], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
-                   scheduler_cls: str, host: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The run's result record, and its per-request arrays (written beside the record)."""
+                   scheduler_cls: str, host: dict[str, Any],
+                   marks: tuple[float, float | None, float]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's result record, and its per-request arrays (written beside the record); ``marks``:
+    when the clients started, began their load and were done (``lab_metrics.run_timing``)."""
     detail = {k: client[k] for k in DETAIL_KEYS}
     client_scalars = {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)}
     weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
@@ -706,6 +755,8 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
                    "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
                    "scheduler_stats_cumulative": stats_after},
         "summary": summarize(detail, args.warmup_fraction, args.timeout_s),
+        "timing": {"server_ready_s": server.ready_s, "server_start_phases_s": server.start_phases_s,
+                   **run_timing(detail, *marks)},
     }
     return record, detail
 
@@ -860,7 +911,9 @@ def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str,
     with MetricsPoller(f"{server.base_url}/metrics", stall_s=args.stall_timeout_s) as poller, \
             GpuUtilSampler(visible_gpu_index()) as gpu:
         window = LoadWindow(server.process.pid, gpu, args.api_servers)
+        begin = time.monotonic()
         run_clients(clients, env, window, poller.stall)
+        end = time.monotonic()
         window.end()  # no effect if every client printed its result
     host["after"] = host_activity(server.process.pid)
     host["server_cpu"] = window.server_cpu()
@@ -872,7 +925,8 @@ def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str,
     time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
     client = merge_client_results([json.loads((work / raw).read_text()) for raw in raws])
     return compose_result(args, spec, server, bench_cmds, client, poller.report(bytes_per_token),
-                          stats_before, read_stats(stats_path), scheduler_cls, host)
+                          stats_before, read_stats(stats_path), scheduler_cls, host,
+                          (begin, window.t_start if window.started else None, end))
 
 
 def number_text(value: float | None, unit: str, digits: int) -> str:

@@ -50,7 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # noqa: E402
-from harness.lab_metrics import DETAIL_KEYS, WARMUP_FRACTION, frontend_check, summarize, write_run  # noqa: E402
+from harness.lab_metrics import (DETAIL_KEYS, WARMUP_FRACTION, frontend_check, run_timing, summarize,  # noqa: E402
+                                 write_run)
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
                                 write_json_atomic)
@@ -334,43 +335,6 @@ class AttachedProcess:
         return self.returncode or 0
 
 
-START_MARKERS = {  # phase -> a line of vLLM 0.26's start-up log that ends it
-    "api_processes_started": "API server processes",
-    "model_loaded": "Model loading took",
-    "compiled": "torch.compile took",
-    "kv_cache_allocated": "GPU KV cache size",
-    "graphs_captured": "Graph capturing finished",
-    "engine_ready": "init engine (profile, create kv cache, warmup model) took",
-}
-
-
-def start_phases(log_text: str, started_unix: float, clock_of_line: Callable[[str], float | None]) -> dict[str, float]:
-    """Seconds from the server's start to the last line of each start-up phase (``START_MARKERS``)
-    seen in its log (vLLM's INFO lines; the API servers' readiness is the harness's own ``/health``
-    time): where a start's two minutes go."""
-    phases: dict[str, float] = {}
-    for line in log_text.splitlines():
-        for phase, marker in START_MARKERS.items():
-            if marker in line and (at := clock_of_line(line)) is not None:
-                phases[phase] = round(at - started_unix, 1)
-    return phases
-
-
-def vllm_log_clock(year: int) -> Callable[[str], float | None]:
-    """The time of a vLLM log line (``INFO 12-02 00:25:06 [...]``, local time, no year) as Unix time."""
-    import re
-
-    pattern = re.compile(r"\b(?:INFO|WARNING|DEBUG|ERROR) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
-
-    def clock(line: str) -> float | None:
-        found = pattern.search(line)
-        if not found:
-            return None
-        month, day, hour, minute, second = map(int, found.groups())
-        return time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
-    return clock
-
-
 @dataclass
 class StudyServer:
     """The study's server: started, or attached to when an earlier call left it up."""
@@ -404,7 +368,6 @@ class StudyServer:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env.update({STATS_ENV: str(stats_path), CONTROL_ENV: str(control_path), "VLLM_SERVER_DEV_MODE": "1"})
         server = Server(plan.server.command(model, port, scheduler_cls), env, logs / "server.log", port)
-        started = time.time()
         server.start()
         say(f"starting the server (port {port}, log {server.log_path})")
         try:
@@ -412,14 +375,13 @@ class StudyServer:
         except BaseException:
             server.stop()
             raise
-        phases = start_phases(server.log_path.read_text(errors="replace"), started,
-                              vllm_log_clock(time.localtime(started).tm_year))
+        phases = server.start_phases_s
         say(f"server ready in {ready_s:.0f} s; phases (s from start): {phases}")
         write_json_atomic(state_path, {"pid": server.process.pid, "port": port, "command": server.command,
                                        "scheduler_cls": scheduler_cls, "log": str(server.log_path),
-                                       "machine_boot_id": machine_boot_id(), "ready_s": round(ready_s, 1),
+                                       "machine_boot_id": machine_boot_id(), "ready_s": ready_s,
                                        "phases": phases})
-        return cls(server, state_path, round(ready_s, 1), phases, False, stats_path, control_path)
+        return cls(server, state_path, ready_s, phases, False, stats_path, control_path)
 
     def stop(self) -> None:
         self.server.stop()
@@ -511,21 +473,6 @@ def run_client(argv: list[str], log_path: Path, window: LoadWindow,
     return outcome["result"], marks
 
 
-def run_timing(detail: dict[str, Any], marks: dict[str, float], served: StudyServer) -> dict[str, Any]:
-    """Where a run's wall time went: the client's set-up (dataset, tokenizer check, test prompt),
-    the arrival window (first to last request sent), the drain (last request sent to last token)
-    and the overhead (everything but the arrival window), with the server's start."""
-    starts = detail["start_times"]
-    ends = [s + t + sum(gaps) for s, t, gaps in zip(starts, detail["ttfts"], detail["itls"]) if t]
-    window = max(starts) - min(starts) if starts else 0.0
-    wall = marks["end"] - marks["begin"]
-    return {"server_ready_s": served.ready_s, "server_start_phases_s": served.phases, "server_reused": served.reused,
-            "run_wall_s": round(wall, 2), "client_setup_s": round(marks.get("load", marks["begin"]) - marks["begin"], 2),
-            "arrival_window_s": round(window, 2),
-            "drain_s": round(max(ends) - max(starts), 2) if ends else None,
-            "client_overhead_s": round(wall - window, 2)}
-
-
 # ---- One run ----------------------------------------------------------------------------------
 def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, folder: Path,
             bytes_per_token: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -562,7 +509,9 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
                    "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
                    "scheduler_stats_cumulative": stats_after},
         "summary": summarize(detail, plan.warmup_fraction, plan.timeout_s),
-        "timing": run_timing(detail, marks, served),
+        "timing": {"server_ready_s": served.ready_s, "server_start_phases_s": served.phases,
+                   "server_reused": served.reused,
+                   **run_timing(detail, marks["begin"], marks.get("load"), marks["end"])},
     }
     return record, detail
 

@@ -83,6 +83,8 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
         assert metrics["kv_capacity_tokens"] > 0 and metrics["samples"] > 0
         assert metrics["counters_delta"]["vllm:prompt_tokens_total"] == 10 * 300
         assert data["meta"]["weights"].startswith("dummy")
+        timing = data["timing"]  # the server's start and where the run's wall time went
+        assert timing["server_ready_s"] > 0 and timing["run_wall_s"] > timing["arrival_window_s"] >= 0
         assert data["config"]["cuda_visible_devices"] in ("0", "1")
         assert data["config"]["parallel_gpu_slots"] == "0 1"
         # Lockstep: both configurations started each run together, next to each other's server.

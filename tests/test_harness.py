@@ -576,3 +576,32 @@ def test_process_roles_follow_vllm_process_titles():
     assert hm.process_role(7, "python3", 7, 4) == "launcher"  # several: the leader only waits
     assert hm.process_role(-1, "VLLM::Worker", 7, 1) == "worker"
     assert hm.process_role(-1, "python3", 7, 1) == "other"
+
+
+def test_start_phases_read_this_start_from_a_log_that_holds_an_earlier_one():
+    """vLLM's start-up lines, local time without a year; an appended log's earlier start is not
+    read as this one's."""
+    started = time.mktime((2026, 12, 4, 16, 25, 52, 0, 0, -1))
+
+    def line(seconds: float, text: str) -> str:
+        return f"(EngineCore pid=1) INFO {time.strftime('%m-%d %H:%M:%S', time.localtime(started + seconds))} [x.py:1] {text}"
+
+    log = "\n".join([line(-3600, "Graph capturing finished in 5 secs, took 0.42 GiB"),
+                     "# ---- server started ----", line(39, "Started 4 API server processes"),
+                     line(69, "Model loading took 1.12 GiB and 2.2 seconds"),
+                     line(124, "init engine (profile, create kv cache, warmup model) took 53.29 s"),
+                     "(APIServer pid=2) INFO:     Application startup complete."])
+    assert sb.start_phases(log, started) == {"api_processes_started": 39.0, "model_loaded": 69.0,
+                                             "engine_ready": 124.0}
+
+
+def test_run_timing_splits_a_run_into_set_up_arrivals_drain_and_overhead():
+    """Three requests sent at 100, 101 and 103 s; the last ends 0.5 + 0.25 + 0.25 s after it was
+    sent; the client ran from 90 to 105 s and began its load at 99 s."""
+    from harness.lab_metrics import run_timing
+
+    detail = {"start_times": [100.0, 101.0, 103.0], "ttfts": [0.2, 0.3, 0.5], "itls": [[0.1], [0.1], [0.25, 0.25]]}
+    assert run_timing(detail, 90.0, 99.0, 105.0) == {"run_wall_s": 15.0, "client_setup_s": 9.0,
+                                                     "arrival_window_s": 3.0, "drain_s": 1.0,
+                                                     "client_overhead_s": 12.0}
+    assert run_timing(detail, 90.0, None, 105.0)["client_setup_s"] is None
