@@ -262,7 +262,7 @@ def run_timing(detail: dict[str, Any], begin: float, load: float | None, end: fl
     prompt), the arrival window (first to last request sent), the drain (last request sent to last
     token) and the overhead (the wall time beyond the arrival window), in seconds."""
     starts = detail["start_times"]
-    ends = [s + t + sum(gaps) for s, t, gaps in zip(starts, detail["ttfts"], detail["itls"]) if t]
+    ends = [starts[i] + request_e2e_s(detail, i) for i in range(len(starts)) if is_success(detail, i)]
     window = max(starts) - min(starts) if starts else 0.0
     wall = end - begin
     return {"run_wall_s": round(wall, 2), "client_setup_s": None if load is None else round(load - begin, 2),

@@ -32,14 +32,14 @@ from harness import step_model
 from harness.document import (Block, appendix_blocks, bullets, heading, image, para, render_markdown, render_pdf,
                                report_blocks, table)
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, METRICS,
-                             MIB, PREFILL_CHUNK, THROUGHPUT, WHOLE_REQUESTS, Results, Run, date_range, load_label,
-                             meta_field, point_table, provenance_line, shown, sitting_text, sort_key, span_text,
-                             strategy_label, task1_table, task2_table, ttft_by_prompt_length)
+                             MIB, PREFILL_CHUNK, THROUGHPUT, WHOLE_REQUESTS, Results, Run, budget_in_force,
+                             date_range, load_label, meta_field, point_table, provenance_line, shown, sitting_text,
+                             sort_key, span_text, strategy_label, task1_table, task2_table, ttft_by_prompt_length)
 from harness.rules import (CHAT_ITL_TOLERANCE, MIN_RUNS_TO_SEPARATE, REPLAY_METRICS, SATURATED_CORE, SATURATED_GPU,
                            SATURATION_TOLERANCE, SCREEN_SLOS, SLOW_REQUEST_S, against_default, attainment_rows,
                            capacity_runs, capacity_table, chat_budget, interval_text, is_sweep, kept_up, ratio,
                            replay_ranking, replay_validation, saturation_budget, separated, separating,
-                           slow_requests, spearman, spread_factor, spread_pct, below_pairs, trend_verdict)
+                           slow_requests, spearman, spread_factor, spread_pct, below_pairs, theory_pairs, trend_verdict)
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 HANDOUT_RUNS = 2  # the handout's runs per point (median of 2)
@@ -542,6 +542,8 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
 
 
 THEORY = {"TTFT": False, "ITL": True}  # the handout's expectation: TTFT falls, ITL rises with the budget
+THEORY_WORDS = {"holds": "as the theory says", "contradicted": "against the theory",  # trend_verdict's answers
+                "mixed": "partly as the theory says", "no pair separates": "no budget separates from another"}
 
 
 def runs_by_budget(part: pd.DataFrame, column: str, digits: int = 1) -> str:
@@ -572,12 +574,9 @@ def budget_answers(name: str, rate: str, part: pd.DataFrame, med: pd.DataFrame) 
         metric = column.split()[0]
         pairs = below_pairs(part, column, BUDGET)
         rises = THEORY[metric]
-        agree = [(a, b) for a, b in pairs if (a < b) == rises]
-        against = [(a, b) for a, b in pairs if (a < b) != rises]
-        verdict = {"holds": "as the theory says", "contradicted": "against the theory",
-                   "mixed": "partly as the theory says", "no pair separates": "no budget separates from another"}
+        agree, against = theory_pairs(pairs, rises)
         facts.append(f"{column.removesuffix(' (ms)')} (theory: {'rises' if rises else 'falls'} as the budget grows): "
-                     f"{verdict[trend_verdict(pairs, rises)]}"
+                     f"{THEORY_WORDS[trend_verdict(pairs, rises)]}"
                      + (f"; with the theory: {pairs_text(agree)}" if agree else "")
                      + (f"; against it: {pairs_text(against)}" if against else "")
                      + f" (a < b: every run of budget a below every run of b). Runs (ms): {runs_by_budget(part, column)}.")
@@ -673,7 +672,7 @@ def slow_request_rows(runs: list[Run], limit_s: float = SLOW_REQUEST_S) -> pd.Da
     """Per run: its setting, load and budget, how many requests it sent, and how many of them
     succeeded slower than ``limit_s`` end to end (``slow_requests``)."""
     return pd.DataFrame([{"setting": r.setting, "rate": r.config["rate"], "run": r.config["run"],
-                          BUDGET: r.config["server_params"].get("max_num_batched_tokens"),
+                          BUDGET: budget_in_force(r.config),
                           "requests": len(r.detail["ttfts"]), "slow": slow_requests(r, limit_s)} for r in runs])
 
 

@@ -242,7 +242,14 @@ def offered_tok_s(cfg: dict[str, Any]) -> float | None:
 
 
 def budget_flag(cfg: dict[str, Any]) -> int | None:
+    """The server's ``--max-num-batched-tokens``."""
     return (cfg.get("server_params") or {}).get("max_num_batched_tokens")
+
+
+def budget_in_force(cfg: dict[str, Any]) -> int | None:
+    """The scheduler's per-step budget in a run: set at run time on a study's one server
+    (``config.token_budget``), else the server's flag."""
+    return cfg.get("token_budget") or budget_flag(cfg)
 
 
 def run_rows(loaded: list[Run]) -> pd.DataFrame:
@@ -256,8 +263,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         gpu = (run.host or {}).get("gpu_util") or {}
         roles = front.get("server_cores_by_role") or {}
         attained = run.attainment(cfg.get("goodput"))
-        # The scheduler's per-step budget: set at run time on a study's one server, else the flag.
-        budget = cfg.get("token_budget") or budget_flag(cfg)
+        budget = budget_in_force(cfg)
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"),
@@ -285,7 +291,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
             PREFILL_CHUNK: prefill_chunk(counts),
             "offered (tok/s)": offered_tok_s(cfg),
-            "budget set": "at run time" if cfg.get("token_budget") not in (None, budget_flag(cfg)) else "by the flag",
+            "budget set": "by the flag" if budget == budget_flag(cfg) else "at run time",
             "study": (cfg.get("study") or {}).get("name"),
         })
     frame = pd.DataFrame(rows)

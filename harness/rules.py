@@ -64,12 +64,17 @@ def below_pairs(part: pd.DataFrame, column: str, by: str) -> list[tuple[Any, Any
             if a != b and separated(runs[a], runs[b]) and runs[a].max() < runs[b].min()]
 
 
+def theory_pairs(pairs: list[tuple[Any, Any]], rises: bool) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+    """Separated pairs (lower value first) split into those that agree with a metric that should
+    rise (``rises``) or fall with the key, and those that disagree."""
+    return [(a, b) for a, b in pairs if (a < b) == rises], [(a, b) for a, b in pairs if (a < b) != rises]
+
+
 def trend_verdict(pairs: list[tuple[Any, Any]], rises: bool) -> str:
     """Whether separated pairs (lower value first) bear out a metric that should rise (``rises``)
     or fall with the key: 'holds' (some pair agrees, none disagrees), 'contradicted' (some pair
     disagrees, none agrees), 'mixed' (both) or 'no pair separates'."""
-    agree = [(a, b) for a, b in pairs if (a < b) == rises]
-    disagree = [(a, b) for a, b in pairs if (a < b) != rises]
+    agree, disagree = theory_pairs(pairs, rises)
     if agree and disagree:
         return "mixed"
     return "holds" if agree else "contradicted" if disagree else "no pair separates"

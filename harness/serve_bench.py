@@ -498,18 +498,26 @@ def typed(value: str | bool) -> Any:
     return value
 
 
-def build_server_command(args: argparse.Namespace, model: str, port: int, scheduler_cls: str) -> list[str]:
+def server_command(model: str, port: int, dummy_weights: bool, scheduler_cls: str, api_servers: int,
+                   additional_config: dict[str, float], flags: list[str]) -> list[str]:
+    """The ``vllm serve`` command (``LAB3_SERVE_CMD`` replaces the program), built at the last
+    moment from values; ``flags`` are the rest of its flags."""
     command = shlex.split(os.environ.get("LAB3_SERVE_CMD", "")) or vllm_cli() + ["serve"]
     command += ["--model", model, "--host", "127.0.0.1", "--port", str(port)]
-    if args.dummy_weights:
+    if dummy_weights:
         command += ["--load-format", "dummy"]
     if scheduler_cls:
         command += ["--scheduler-cls", scheduler_cls]
-    if args.api_servers != 1:
-        command += ["--api-server-count", str(args.api_servers)]
-    if args.additional_config:
-        command += ["--additional-config", json.dumps(args.additional_config, sort_keys=True)]
-    return command + shlex.split(args.server_args)
+    if api_servers != 1:
+        command += ["--api-server-count", str(api_servers)]
+    if additional_config:
+        command += ["--additional-config", json.dumps(additional_config, sort_keys=True)]
+    return command + flags
+
+
+def build_server_command(args: argparse.Namespace, model: str, port: int, scheduler_cls: str) -> list[str]:
+    return server_command(model, port, args.dummy_weights, scheduler_cls, args.api_servers, args.additional_config,
+                          shlex.split(args.server_args))
 
 
 def client_share(total: int | None, clients: int, index: int) -> int | None:
@@ -538,6 +546,10 @@ def bench_program(gate: Path | None, clients: int, index: int) -> list[str]:
             "--name", str(index), "--timeout-s", str(CLIENT_GATE_TIMEOUT_S), "--"]
 
 
+# What every run asks ``vllm bench serve`` to report (its own table; the summary is recomputed).
+BENCH_REPORT_FLAGS = ("--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99")
+
+
 def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str, load: Load,
                         result_dir: Path, result_file: str, clients: int = 1,
                         index: int = 0, gate: Path | None = None) -> list[str]:
@@ -551,8 +563,7 @@ def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rat
     command = bench_program(gate, clients, index)
     command += ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
                 "--request-rate", client_rate(rate, clients), "--save-result", "--save-detailed",
-                "--result-dir", str(result_dir), "--result-filename", result_file,
-                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
+                "--result-dir", str(result_dir), "--result-filename", result_file, *BENCH_REPORT_FLAGS]
     prompts = client_share(args.num_prompts, clients, index)
     if prompts is not None:
         command += ["--num-prompts", str(prompts)]
@@ -723,12 +734,11 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
                    marks: tuple[float, float | None, float]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run's result record, and its per-request arrays (written beside the record); ``marks``:
     when the clients started, began their load and were done (``lab_metrics.run_timing``)."""
-    detail = {k: client[k] for k in DETAIL_KEYS}
-    client_scalars = {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)}
-    weights = "dummy (random, real shapes)" if args.dummy_weights else "real"
+    measured, detail = measured_blocks(client, metrics, stats_before, stats_after, host, args.warmup_fraction,
+                                       args.timeout_s, args.api_servers)
     record = {
         "schema_version": SCHEMA_VERSION,
-        "meta": collect_meta(args.model, weights, ["serve_bench.py", *args.argv]),
+        "meta": collect_meta(args.model, weights_label(args.dummy_weights), ["serve_bench.py", *args.argv]),
         "config": {
             "task": args.task, "tag": args.tag, "workload": spec.load.name or args.workload,
             "rate": rate_label(spec.rate),
@@ -747,18 +757,32 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "parallel_gpu_slots": os.environ.get("LAB3_GPU_SLOTS") or None,
         },
-        "host": host,
-        "frontend": frontend_check(detail, args.warmup_fraction, host.get("server_cpu"),
-                                   host.get("client_cpu"), args.api_servers),
-        "client": client_scalars,
-        "engine": {"metrics": metrics,
-                   "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
-                   "scheduler_stats_cumulative": stats_after},
-        "summary": summarize(detail, args.warmup_fraction, args.timeout_s),
+        **measured,
         "timing": {"server_ready_s": server.ready_s, "server_start_phases_s": server.start_phases_s,
                    **run_timing(detail, *marks)},
     }
     return record, detail
+
+
+def weights_label(dummy: bool) -> str:
+    return "dummy (random, real shapes)" if dummy else "real"
+
+
+def measured_blocks(client: dict[str, Any], metrics: dict[str, Any], stats_before: dict[str, Any] | None,
+                    stats_after: dict[str, Any] | None, host: dict[str, Any], warmup_fraction: float,
+                    timeout_s: float | None, api_servers: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The blocks of a result that every harness fills alike from what it measured (``host``,
+    ``frontend``, ``client``, ``engine``, ``summary``), and the per-request arrays."""
+    detail = {k: client[k] for k in DETAIL_KEYS}
+    return {
+        "host": host,
+        "frontend": frontend_check(detail, warmup_fraction, host.get("server_cpu"), host.get("client_cpu"),
+                                   api_servers),
+        "client": {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)},
+        "engine": {"metrics": metrics, "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
+                   "scheduler_stats_cumulative": stats_after},
+        "summary": summarize(detail, warmup_fraction, timeout_s),
+    }, detail
 
 
 def all_runs(args: argparse.Namespace) -> list[RunSpec]:

@@ -50,14 +50,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # noqa: E402
-from harness.lab_metrics import (DETAIL_KEYS, WARMUP_FRACTION, frontend_check, run_timing, summarize,  # noqa: E402
-                                 write_run)
+from harness.lab_metrics import WARMUP_FRACTION, run_timing, write_run  # noqa: E402
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
                                 write_json_atomic)
-from harness.serve_bench import (GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER, SCHEMA_VERSION,  # noqa: E402
-                                 HarnessError, MetricsPoller, Server, counters_delta, free_port,
-                                 number_text, read_stats, result_name, strategy_settings, vllm_cli)
+from harness.serve_bench import (BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER,  # noqa: E402
+                                 SCHEMA_VERSION, HarnessError, MetricsPoller, Server, free_port, measured_blocks,
+                                 number_text, read_stats, result_name, server_command, strategy_settings,
+                                 weights_label)
 from harness.strategies import resolve_strategy, strategy  # noqa: E402
 
 STUDY_FILE = "study.json"
@@ -102,18 +102,16 @@ class ServerSpec:
                     "enforce_eager": self.enforce_eager or None}
         return params | {name: value for name, value in optional.items() if value is not None}
 
-    def command(self, model: str, port: int, scheduler_cls: str) -> list[str]:
-        command = shlex.split(os.environ.get("LAB3_SERVE_CMD", "")) or vllm_cli() + ["serve"]
-        command += ["--model", model, "--host", "127.0.0.1", "--port", str(port)]
-        if self.dummy_weights:
-            command += ["--load-format", "dummy"]
-        command += ["--scheduler-cls", scheduler_cls]
-        if self.api_servers != 1:
-            command += ["--api-server-count", str(self.api_servers)]
+    def command(self, model: str, port: int) -> list[str]:
+        flags: list[str] = []
         for name, value in self.params().items():
             flag = f"--{name.replace('_', '-')}"
-            command += [flag] if value is True else [flag, str(value)]
-        return command
+            flags += [flag] if value is True else [flag, str(value)]
+        return server_command(model, port, self.dummy_weights, self.scheduler_cls, self.api_servers, {}, flags)
+
+    @property
+    def scheduler_cls(self) -> str:
+        return resolve_strategy(self.scheduler)
 
 
 @dataclass(frozen=True)
@@ -358,16 +356,15 @@ class StudyServer:
         if state and state["machine_boot_id"] == machine_boot_id():
             server = Server(state["command"], {}, Path(state["log"]), state["port"],
                             process=AttachedProcess(state["pid"]))
-            if server.alive() and state["command"] == plan.server.command(model, state["port"], state["scheduler_cls"]):
+            if server.alive() and state["command"] == plan.server.command(model, state["port"]):
                 say(f"attached to the server an earlier call left up (pid {state['pid']}, port {state['port']})")
                 return cls(server, state_path, state["ready_s"], state["phases"], True, stats_path, control_path)
             server.stop()
-        scheduler_cls = resolve_strategy(plan.server.scheduler)
         port = free_port()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env.update({STATS_ENV: str(stats_path), CONTROL_ENV: str(control_path), "VLLM_SERVER_DEV_MODE": "1"})
-        server = Server(plan.server.command(model, port, scheduler_cls), env, logs / "server.log", port)
+        server = Server(plan.server.command(model, port), env, logs / "server.log", port)
         server.start()
         say(f"starting the server (port {port}, log {server.log_path})")
         try:
@@ -378,7 +375,7 @@ class StudyServer:
         phases = server.start_phases_s
         say(f"server ready in {ready_s:.0f} s; phases (s from start): {phases}")
         write_json_atomic(state_path, {"pid": server.process.pid, "port": port, "command": server.command,
-                                       "scheduler_cls": scheduler_cls, "log": str(server.log_path),
+                                       "log": str(server.log_path),
                                        "machine_boot_id": machine_boot_id(), "ready_s": ready_s,
                                        "phases": phases})
         return cls(server, state_path, ready_s, phases, False, stats_path, control_path)
@@ -416,8 +413,7 @@ def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str) -> l
     """``vllm bench serve``'s arguments for one run, built from the plan at the last moment."""
     argv = ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
             "--num-prompts", str(plan.load.num_prompts), "--seed", str(run.seed),
-            "--request-rate", plan.load.rate_label, "--save-detailed", "--disable-tqdm",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
+            "--request-rate", plan.load.rate_label, "--save-detailed", "--disable-tqdm", *BENCH_REPORT_FLAGS]
     for name, value in plan.load.params().items():
         flag = f"--{name.replace('_', '-')}"
         argv += [flag] if value is True else [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
@@ -444,7 +440,6 @@ def run_client(argv: list[str], log_path: Path, window: LoadWindow,
             window.client_mark(pid, "load")
             window.start()
         elif RESULT_MARKER in line:
-            marks["result"] = time.monotonic()
             window.client_mark(pid, "done")
             window.end()
 
@@ -495,20 +490,14 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     if applied.get("control_seq") != run.index or applied.get("token_budget") != run.arm.token_budget:
         raise HarnessError(f"run {run.index}: the engine did not apply token budget {run.arm.token_budget} "
                            f"(its stats say {applied or 'nothing'}); not written")
-    detail = {k: client[k] for k in DETAIL_KEYS}
+    measured, detail = measured_blocks(client, poller.report(bytes_per_token), stats_before, stats_after, host,
+                                       plan.warmup_fraction, plan.timeout_s, plan.server.api_servers)
     record = {
         "schema_version": SCHEMA_VERSION,
-        "meta": collect_meta(plan.server.model, "dummy (random, real shapes)" if plan.server.dummy_weights else "real",
+        "meta": collect_meta(plan.server.model, weights_label(plan.server.dummy_weights),
                              ["-m", "harness.study", *sys.argv[1:]]),
         "config": run_config(plan, run, server, argv),
-        "host": host,
-        "frontend": frontend_check(detail, plan.warmup_fraction, host["server_cpu"], host["client_cpu"],
-                                   plan.server.api_servers),
-        "client": {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)},
-        "engine": {"metrics": poller.report(bytes_per_token),
-                   "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
-                   "scheduler_stats_cumulative": stats_after},
-        "summary": summarize(detail, plan.warmup_fraction, plan.timeout_s),
+        **measured,
         "timing": {"server_ready_s": served.ready_s, "server_start_phases_s": served.phases,
                    "server_reused": served.reused,
                    **run_timing(detail, marks["begin"], marks.get("load"), marks["end"])},
@@ -522,8 +511,7 @@ def run_config(plan: StudyPlan, run: PlannedRun, server: Server, argv: list[str]
     bench = f"vllm bench serve {shlex.join(argv)}"
     return {
         "task": plan.task, "tag": run.arm.tag, "workload": plan.load.workload, "rate": run.rate_label,
-        "run": run.repeat, "scheduler": plan.server.scheduler, "scheduler_cls": server.command[
-            server.command.index("--scheduler-cls") + 1],
+        "run": run.repeat, "scheduler": plan.server.scheduler, "scheduler_cls": plan.server.scheduler_cls,
         "strategy_settings": strategy_settings(plan.server.scheduler, {}),
         "api_server_count": plan.server.api_servers, "client_processes": 1,
         "num_prompts": plan.load.num_prompts, "seed": run.seed,

@@ -600,7 +600,8 @@ def test_run_timing_splits_a_run_into_set_up_arrivals_drain_and_overhead():
     sent; the client ran from 90 to 105 s and began its load at 99 s."""
     from harness.lab_metrics import run_timing
 
-    detail = {"start_times": [100.0, 101.0, 103.0], "ttfts": [0.2, 0.3, 0.5], "itls": [[0.1], [0.1], [0.25, 0.25]]}
+    detail = {"start_times": [100.0, 101.0, 103.0], "ttfts": [0.2, 0.3, 0.5], "itls": [[0.1], [0.1], [0.25, 0.25]],
+              "output_lens": [2, 2, 3], "errors": ["", "", ""]}
     assert run_timing(detail, 90.0, 99.0, 105.0) == {"run_wall_s": 15.0, "client_setup_s": 9.0,
                                                      "arrival_window_s": 3.0, "drain_s": 1.0,
                                                      "client_overhead_s": 12.0}
