@@ -13,70 +13,43 @@ B1 (SJF) and F (SJF among the requests still on time, late ones last); each poli
 what it does and why. Strategies C, D and E were retired (``RETIRED`` says why); only the labels of
 their committed results remain.
 
-Each class is ``StepRecorder`` (accounting) in front of a policy class. The recorder wraps the
-policy's whole step, so what it measures is the real state after the step was planned, even
-when the policy hides part of the queues from vLLM while planning.
+Each class is ``StepRecorder`` (accounting, in ``harness/step_recorder.py``) in front of a policy
+class built on ``LabPolicy``. The recorder wraps the policy's whole step, so what it measures is the
+real state after the step was planned, even when the policy hides part of the queues from vLLM while
+planning. A policy keeps its own state (queue, counters, settings) in ``start_policy()``, so that a
+running server can switch strategy between runs (``LAB3_CONTROL``, see ``RuntimeControl``) and then
+plans what a server started with that class plans: one server serves every strategy of a study.
 
 Strategy settings come from ``vllm serve --additional-config '{"key": value}'`` (read in each
-policy's ``__init__``); ``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads which
-(both in ``harness/strategies.py``).
-
-When ``LAB3_CONTROL`` names a file, the recorder reads a per-step token budget from it between
-runs (``RuntimeBudget``): one server then serves every budget of a Task 2 study, interleaved.
-
-When ``LAB3_SCHED_STATS`` names a file, the engine-core process writes ``StepRecorder.stats_dict()``
-there (atomically) at most once a second while busy, whenever the engine runs out of requests,
-and at shutdown. When ``LAB3_STEP_LOG`` names a file, the recorder also appends one CSV row per
-engine step there (``StepTimeLog``), from which ``step_model.py`` fits the replay simulator's
-step-time model. vLLM's own policy has no recorder: calibrate it as ``kv-recorder``, which plans
-exactly as vLLM does.
+policy's ``start_policy``); ``SETTING_DEFAULTS`` lists the keys, ``STRATEGIES`` which strategy reads
+which (both in ``harness/strategies.py``). vLLM's own policy has no recorder: measure or calibrate
+it as ``kv-recorder``, which plans exactly as vLLM does.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import json
-import logging
 import math
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
-from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
+from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy, create_request_queue
 from vllm.v1.request import Request
+
+# The engine-side accounting; its names are re-exported here, where engines, harness and tests load them.
+from harness.step_recorder import (CONTROL_ENV, STATS_ENV, STEP_LOG_ENV, RuntimeControl, StepRecorder,  # noqa: F401
+                                   is_prefill_work, step_features, step_type)
 
 # The registry (names, letters, labels, settings) has no vLLM in it: the analysis reads it without
 # vLLM. Its names are re-exported here, where sweeps, harness and tests have always found them.
-from harness.strategies import (DEFAULT_TTFT_MARGIN_MS, DEFAULT_TTFT_SLO_MS, RETIRED, SETTING_DEFAULTS,  # noqa: F401
-                                STRATEGIES, Strategy, check_setting, check_settings, main, resolve_strategy,
-                                strategy)
-
-logger = logging.getLogger(__name__)
-
-STATS_ENV = "LAB3_SCHED_STATS"
-STEP_LOG_ENV = "LAB3_STEP_LOG"
-CONTROL_ENV = "LAB3_CONTROL"
-STATS_FLUSH_INTERVAL_S = 1.0
-STATS_SCHEMA_VERSION = 3  # 2: strategy settings moved from "policy" to "policy_settings"; 3: "budget"
-
-
-def kv_bytes_per_token(kv_cache_config: Any) -> int:
-    """Bytes of KV cache one token occupies across all layers, from the engine's own KV spec.
-
-    Taken from the allocator's page size rather than from the model config, so it is what the
-    engine really reserves (for Qwen3-0.6B in bf16: 2 x 28 x 8 x 128 x 2 = 114688).
-    """
-    total = 0.0
-    for group in kv_cache_config.kv_cache_groups:
-        spec = group.kv_cache_spec
-        total += spec.page_size_bytes / spec.block_size * len(group.layer_names)
-    return int(round(total))
+from harness.strategies import (DEFAULT_TTFT_MARGIN_MS, DEFAULT_TTFT_SLO_MS, RETIRED, RUNTIME_STAND_IN,  # noqa: F401
+                                SETTING_DEFAULTS, STRATEGIES, Strategy, check_setting, check_settings, main,
+                                resolve_strategy, strategy)
 
 
 def setting(scheduler: Any, key: str) -> float:
@@ -99,292 +72,26 @@ def target_and_margin(scheduler: Any, target: str, margin: str) -> tuple[float, 
     return target_ms, margin_ms
 
 
-def is_prefill_work(request: Request, num_tokens: int, output: SchedulerOutput) -> bool:
-    """A scheduled chunk is prefill if it covers prompt tokens or recomputes several tokens.
-
-    ``schedule()`` has already advanced ``num_computed_tokens`` by the chunk, so the chunk
-    started at ``num_computed_tokens - num_tokens``. A decode chunk is one token plus any
-    speculative tokens; a longer chunk past the prompt is recomputation after preemption.
-    """
-    start = request.num_computed_tokens - num_tokens
-    num_spec = len(output.scheduled_spec_decode_tokens.get(request.request_id, ()))
-    return start < request.num_prompt_tokens or num_tokens > 1 + num_spec
-
-
-def step_type(prefill_tokens: int, decode_tokens: int) -> str:
-    """A step's kind from its prefill and decode amounts (tokens, or requests in the simulator)."""
-    if prefill_tokens and decode_tokens:
-        return "mixed"
-    if prefill_tokens:
-        return "prefill_only"
-    if decode_tokens:
-        return "decode_only"
-    return "empty"
-
-
-class RuntimeBudget:
-    """The scheduler's per-step token budget, set between runs from a JSON file the harness writes
-    (``{"seq": 3, "token_budget": 2048}``, path in ``LAB3_CONTROL``).
-
-    Why: Task 2 compares ``max_num_batched_tokens`` values, and a server per value costs a start of
-    two minutes or more, so the values were measured one after another, hours apart or on other
-    machines. The scheduler reads its budget from ``max_num_scheduled_tokens`` alone (vLLM's own
-    ``--max-num-scheduled-tokens`` sets it below ``max_num_batched_tokens``, which sizes the model
-    runner's buffers); setting that attribute on a server started at the largest budget plans
-    exactly the steps a server started at the smaller one plans (``tests/test_schedulers.py``
-    checks it step by step), and the budgets can then alternate run by run on one server.
-
-    A new budget takes effect at the first step with no request running (a run's first request), so
-    no run mixes two budgets. A budget above the server's ``max_num_batched_tokens`` or below 1 is
-    refused: the budget stays and ``error`` says why, which the harness reads in the stats file.
-    """
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.seq: int | None = None  # the request last applied (the file's "seq")
-        self.error: str | None = None
-        self._stamp: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
-
-    def poll(self, scheduler: AsyncScheduler) -> None:
-        """Apply the file's budget if it changed and no request is running. One ``stat`` a step."""
-        if self.path is None or scheduler.running:
-            return
-        try:
-            info = os.stat(self.path)
-        except FileNotFoundError:
-            return
-        if (info.st_mtime_ns, info.st_size) == self._stamp:
-            return
-        self._stamp = (info.st_mtime_ns, info.st_size)
-        try:
-            with open(self.path) as handle:
-                wanted = json.load(handle)
-            seq, budget = wanted["seq"], wanted["token_budget"]
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            self._refuse(f"unreadable control file {self.path}: {err!r}")
-            return
-        if seq == self.seq:
-            return
-        self.seq = seq
-        ceiling = scheduler.scheduler_config.max_num_batched_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= ceiling:
-            self._refuse(f"token budget {budget!r} (request {seq}) is not an integer in [1, {ceiling}], "
-                         f"the server's max_num_batched_tokens; the budget stays "
-                         f"{scheduler.max_num_scheduled_tokens}")
-            return
-        scheduler.max_num_scheduled_tokens = budget
-        self.error = None
-
-    def _refuse(self, why: str) -> None:
-        self.error = why
-        logger.error("RuntimeBudget: %s", why)
-
-    def record(self, scheduler: AsyncScheduler) -> dict[str, Any]:
-        return {"token_budget": scheduler.max_num_scheduled_tokens,
-                "server_max_num_batched_tokens": scheduler.scheduler_config.max_num_batched_tokens,
-                "control_seq": self.seq, "control_error": self.error}
-
-
-class StepRecorder:
-    """Mixin that accounts for every scheduler step; put it first in the bases.
-
-    Per step it records the step type (prefill-only, decode-only, mixed, empty), the prefill and
-    decode tokens scheduled, preemptions, queue lengths and two KV-cache measures:
-
-    * ``computed_tokens``: the handout's measure, ``sum(req.num_computed_tokens for req in
-      running)``, taken after the step is planned (tokens whose KV exists once the step ran);
-    * ``blocks_in_use``: blocks the allocator has handed out (the null block excluded), the real
-      footprint, which rounds every request up to whole blocks.
-    """
+class LabPolicy(AsyncScheduler):
+    """vLLM's own policy, as the base of the lab's: what a policy keeps beyond vLLM's state is
+    built in ``start_policy()``, not in ``__init__``, so that a running scheduler can become
+    another lab scheduler between runs (``StepRecorder.switch_strategy``) and start that policy
+    afresh. Counters (``policy_stats``) survive a switch, so per-run differences stay right;
+    settings (``policy_settings``) are the policy's in force."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.step_counts: dict[str, int] = {"prefill_only": 0, "decode_only": 0, "mixed": 0, "empty": 0}
-        self.token_counts: dict[str, int] = {"prefill": 0, "decode": 0}
-        self.num_preemptions = 0
-        self.peak_computed_tokens = 0
-        self.peak_blocks_in_use = 0
-        self.peak_running = 0
-        self.peak_waiting = 0
-        self._kv_bytes_per_token = kv_bytes_per_token(self.kv_cache_config)
-        self._stats_path = os.environ.get(STATS_ENV) or None
-        self._step_log = StepTimeLog(log_path) if (log_path := os.environ.get(STEP_LOG_ENV)) else None
-        self._budget = RuntimeBudget(os.environ.get(CONTROL_ENV) or None)
-        self._last_flush = 0.0
+        self.start_policy()
 
-    # -- the step -----------------------------------------------------------------------------
-    def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
-        self._budget.poll(self)
-        output = super().schedule(*args, **kwargs)
-        self._record_step(output)
-        return output
+    def start_policy(self) -> None:
+        self.waiting = create_request_queue(self.policy)
+        self.policy_settings: dict[str, float] = {}
+        self.policy_stats: dict[str, float] = getattr(self, "policy_stats", {})
 
-    def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
-        if self._step_log is not None:
-            self._step_log.applied(scheduler_output)
-        outputs = super().update_from_output(scheduler_output, model_runner_output)
-        now = time.monotonic()
-        if not self.has_unfinished_requests() or now - self._last_flush >= STATS_FLUSH_INTERVAL_S:
-            self.flush_stats()
-        return outputs
-
-    def shutdown(self) -> None:
-        self.flush_stats()
-        super().shutdown()
-
-    def _record_step(self, output: SchedulerOutput) -> None:
-        features = step_features(self, output)
-        if self._step_log is not None:
-            self._step_log.planned(output, features)
-        self.step_counts[step_type(features.prefill_tokens, features.decode_tokens)] += 1
-        self.token_counts["prefill"] += features.prefill_tokens
-        self.token_counts["decode"] += features.decode_tokens
-        self.num_preemptions += len(output.preempted_req_ids or ())
-        computed = sum(req.num_computed_tokens for req in self.running)
-        self.peak_computed_tokens = max(self.peak_computed_tokens, computed)
-        self.peak_blocks_in_use = max(self.peak_blocks_in_use, self.blocks_in_use())
-        self.peak_running = max(self.peak_running, len(self.running))
-        self.peak_waiting = max(self.peak_waiting, len(self.waiting) + len(self.skipped_waiting))
-
-    def blocks_in_use(self) -> int:
-        pool = self.kv_cache_manager.block_pool
-        return pool.num_gpu_blocks - 1 - pool.get_num_free_blocks()
-
-    # -- the stats file -----------------------------------------------------------------------
-    def stats_dict(self) -> dict[str, Any]:
-        """The recorder's JSON.
-
-        ``steps``: step counts by type; ``tokens``: prefill and decode tokens scheduled;
-        ``kv``: ``bytes_per_token``, ``block_size``, ``capacity_blocks`` and ``capacity_tokens``
-        (the KV cache the engine allocated), ``budget``: the token budget in force and the last
-        ``RuntimeBudget`` request applied, ``peak_computed_tokens`` / ``_bytes`` (handout
-        measure), ``peak_blocks_in_use`` and ``peak_allocated_tokens`` / ``_bytes`` (blocks x
-        block size); ``queues``: peak running and waiting lengths, preemptions; ``policy``: the
-        strategy's own counters (e.g. Strategy A's fallbacks); ``policy_settings``: its knobs
-        (e.g. SJF's aging rate), kept apart so that per-run differences of counters make sense.
-        """
-        block_size = self.block_size
-        capacity_blocks = self.kv_cache_manager.block_pool.num_gpu_blocks - 1
-        allocated_tokens = self.peak_blocks_in_use * block_size
-        return {
-            "schema_version": STATS_SCHEMA_VERSION,
-            "scheduler_class": f"{type(self).__module__}.{type(self).__name__}",
-            "pid": os.getpid(),
-            "written_at_unix": time.time(),
-            "max_num_seqs": self.scheduler_config.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_scheduled_tokens,
-            "budget": self._budget.record(self),
-            "steps": {"total": sum(self.step_counts.values()), **self.step_counts},
-            "tokens": dict(self.token_counts),
-            "kv": {
-                "bytes_per_token": self._kv_bytes_per_token,
-                "block_size": block_size,
-                "capacity_blocks": capacity_blocks,
-                "capacity_tokens": capacity_blocks * block_size,
-                "peak_computed_tokens": self.peak_computed_tokens,
-                "peak_computed_bytes": self.peak_computed_tokens * self._kv_bytes_per_token,
-                "peak_blocks_in_use": self.peak_blocks_in_use,
-                "peak_allocated_tokens": allocated_tokens,
-                "peak_allocated_bytes": allocated_tokens * self._kv_bytes_per_token,
-            },
-            "queues": {
-                "peak_running": self.peak_running,
-                "peak_waiting": self.peak_waiting,
-                "preemptions": self.num_preemptions,
-            },
-            "policy": dict(getattr(self, "policy_stats", {})),
-            "policy_settings": dict(getattr(self, "policy_settings", {})),
-        }
-
-    def flush_stats(self) -> None:
-        """Write the stats file atomically; a reader never sees a half-written file."""
-        self._last_flush = time.monotonic()
-        if self._step_log is not None:
-            self._step_log.flush()
-        if self._stats_path is None:
-            return
-        directory = os.path.dirname(os.path.abspath(self._stats_path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sched-stats-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(self.stats_dict(), handle, indent=1)
-            os.replace(tmp, self._stats_path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-
-
-class StepFeatures(NamedTuple):
-    """What a planned step asks of the GPU. ``context_tokens`` is each scheduled request's length
-    once the step ran (``num_computed_tokens``, which ``schedule()`` already advanced by the chunk):
-    the keys its attention reads."""
-
-    prefill_tokens: int
-    decode_requests: int
-    decode_tokens: int
-    context_tokens: int
-    num_requests: int
-
-
-def step_features(scheduler: AsyncScheduler, output: SchedulerOutput) -> StepFeatures:
-    """A planned step's features. One function for the engine's log and the replay simulator, so
-    the step-time model is fitted and applied to the same numbers."""
-    prefill = decode_reqs = decode = context = 0
-    for req_id, num_tokens in output.num_scheduled_tokens.items():
-        request = scheduler.requests[req_id]
-        context += request.num_computed_tokens
-        if is_prefill_work(request, num_tokens, output):
-            prefill += num_tokens
-        else:
-            decode_reqs, decode = decode_reqs + 1, decode + num_tokens
-    return StepFeatures(prefill, decode_reqs, decode, context, len(output.num_scheduled_tokens))
-
-
-class StepTimeLog:
-    """One CSV row per engine step, its features and wall time: the calibration data of the
-    replay simulator (``LAB3_STEP_LOG``). Rows are appended at each flush, under a header written
-    when the file is new, so servers run one after another share one log.
-
-    With async scheduling the engine plans step N+1 while step N runs and applies N's output when
-    it has finished, so the time of step N is ``t_update(N) - max(t_update(N-1), t_planned(N))``
-    (``pipelined`` = 1 when the first term is the larger), the clock read when
-    ``update_from_output`` is entered. This is the engine's cycle, GPU and host together: where
-    the host's work per step is the longer, it measures the host, which a replay of this engine
-    needs but which is no GPU kernel time.
-    """
-
-    COLUMNS = (*StepFeatures._fields, "step_time_us", "pipelined")
-
-    def __init__(self, path: str, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.path = path
-        self._clock = clock
-        self._planned: dict[int, tuple[float, StepFeatures]] = {}
-        self._last_update: float | None = None
-        self._rows: list[str] = []
-
-    def planned(self, output: SchedulerOutput, features: StepFeatures) -> None:
-        self._planned[id(output)] = (self._clock(), features)
-
-    def applied(self, output: SchedulerOutput) -> None:
-        now = self._clock()
-        entry = self._planned.pop(id(output), None)
-        if entry is not None:
-            planned_at, features = entry
-            pipelined = self._last_update is not None and planned_at < self._last_update
-            start = self._last_update if pipelined else planned_at
-            self._rows.append(",".join(map(str, (*features, round((now - start) * 1e6), int(pipelined)))))
-        self._last_update = now
-
-    def flush(self) -> None:
-        if not self._rows:
-            return
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
-        with open(self.path, "a") as handle:
-            handle.write((",".join(self.COLUMNS) + "\n" if new else "") + "\n".join(self._rows) + "\n")
-        self._rows.clear()
+    def count(self, *names: str) -> None:
+        """Make sure the counters ``names`` exist (kept if they do)."""
+        for name in names:
+            self.policy_stats.setdefault(name, 0)
 
 
 class _Queue(RequestQueue):
@@ -399,7 +106,7 @@ class _Queue(RequestQueue):
 
 
 # ---- Strategy A: step-exclusive prefill-first ------------------------------------------------
-class PrefillFirstPolicy(AsyncScheduler):
+class PrefillFirstPolicy(LabPolicy):
     """While prefill work is pending, plan a prefill-only step; otherwise a decode-only step.
 
     Prefill work is pending when a request waits (``waiting`` or ``skipped_waiting``) or a
@@ -419,10 +126,9 @@ class PrefillFirstPolicy(AsyncScheduler):
     * exceptions: ``running`` and the cap are restored in ``finally``.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.policy_stats: dict[str, float] = {"prefill_steps": 0, "decode_steps": 0,
-                                               "fallback_steps": 0, "empty_prefill_passes": 0}
-        super().__init__(*args, **kwargs)
+    def start_policy(self) -> None:
+        super().start_policy()
+        self.count("prefill_steps", "decode_steps", "fallback_steps", "empty_prefill_passes")
         self._fall_back_next_step = False
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
@@ -541,7 +247,7 @@ class ShortestJobFirstQueue(_Queue):
         return (entry[-1] for entry in sorted(self._heap))
 
 
-class ShortestJobFirstPolicy(AsyncScheduler):
+class ShortestJobFirstPolicy(LabPolicy):
     """Admit waiting requests shortest prompt first (the handout's B1).
 
     The waiting queue is replaced by a ``ShortestJobFirstQueue``, so the order holds for every
@@ -552,12 +258,12 @@ class ShortestJobFirstPolicy(AsyncScheduler):
 
     aging_tokens_per_s: float | None = None
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def start_policy(self) -> None:
+        super().start_policy()
         aging = setting(self, "aging_tokens_per_s")
         self.waiting = ShortestJobFirstQueue(
             use_priority=self.policy == SchedulingPolicy.PRIORITY, aging_tokens_per_s=aging)
-        self.policy_settings: dict[str, float] = {"aging_tokens_per_s": aging}
+        self.policy_settings["aging_tokens_per_s"] = aging
 
 
 class SJFScheduler(StepRecorder, ShortestJobFirstPolicy):
@@ -581,7 +287,7 @@ class OnTimeAdmission:
         both settings and zeroes the counters."""
         slo_ms, margin_ms = target_and_margin(self, "ttft_slo_ms", "ttft_margin_ms")
         self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
-        self.policy_stats = {**getattr(self, "policy_stats", {}), "admitted_on_time": 0, "admitted_late": 0}
+        self.count("admitted_on_time", "admitted_late")
         self._budget_s = (slo_ms - margin_ms) / 1000.0
         return self._budget_s
 
@@ -699,8 +405,8 @@ class OnTimeShortestJobFirstPolicy(OnTimeAdmission, ShortestJobFirstPolicy):
     ``admitted_late`` (new requests by their wait when first scheduled).
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def start_policy(self) -> None:
+        super().start_policy()
         self.waiting = OnTimeShortestJobFirstQueue(self.policy == SchedulingPolicy.PRIORITY,
                                                    self.policy_settings["aging_tokens_per_s"],
                                                    self._start_on_time_admission(), self.wall_clock)
@@ -710,7 +416,7 @@ class OnTimeSJFScheduler(StepRecorder, OnTimeShortestJobFirstPolicy):
     """Strategy F with step accounting (see ``OnTimeShortestJobFirstPolicy``)."""
 
 
-class KVPeakRecorder(StepRecorder, AsyncScheduler):
+class KVPeakRecorder(StepRecorder, LabPolicy):
     """vLLM's own policy, with step accounting: Task 1 measures the real KV-cache peak with it."""
 
 
@@ -719,6 +425,10 @@ class KVPeakRecorder(StepRecorder, AsyncScheduler):
 # bound to its class (a name there without a class here fails on import, before any engine runs).
 SCHEDULER_CLASSES: dict[str, type] = {
     entry.name: globals()[entry.class_name] for entry in STRATEGIES.values() if entry.class_name}
+# What a running server can switch to: every class above, and vLLM's own policy as the class that
+# plans exactly as it does.
+StepRecorder.strategy_classes = {
+    **SCHEDULER_CLASSES, **{name: SCHEDULER_CLASSES[stand_in] for name, stand_in in RUNTIME_STAND_IN.items()}}
 
 
 def scheduler_class(name: str) -> type | None:

@@ -167,14 +167,14 @@ class StepTrace:
 
     @property
     def kind(self) -> str:
-        from my_scheduler import step_type
+        from harness.step_recorder import step_type
 
         return step_type(len(self.prefill_ids), len(self.decode_ids))
 
 
 def step(scheduler: AsyncScheduler) -> StepTrace:
     """Plan one step, run the fake model, feed the result back."""
-    from my_scheduler import is_prefill_work
+    from harness.step_recorder import is_prefill_work
 
     output = scheduler.schedule()
     prefill, decode = set(), set()
@@ -323,7 +323,7 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
     it. Returns the per-request arrays (as ``vllm bench serve --save-detailed`` has them), the
     scheduler and the number of steps.
     """
-    from my_scheduler import step_features
+    from harness.step_recorder import step_features
     from harness.step_model import predict_s
 
     sched = make_scheduler(cls, config)

@@ -95,6 +95,20 @@ def resolve_strategy(name: str) -> str:
     return strategy(name).scheduler_cls
 
 
+# vLLM's own policy has no class of ours; a server switching strategy at run time (a study's
+# RuntimeControl) becomes the class that plans exactly as it does, with step accounting.
+RUNTIME_STAND_IN = {"default": "kv-recorder"}
+
+
+def runtime_class(name: str) -> str:
+    """The class (``my_scheduler.Class``) a running server becomes when a study switches it to
+    strategy ``name`` at run time: the strategy's own, or its stand-in for vLLM's policy."""
+    entry = strategy(RUNTIME_STAND_IN.get(name, name))
+    if not entry.class_name:
+        raise ValueError(f"strategy {name!r} has no class a running server can switch to")
+    return entry.scheduler_cls
+
+
 def check_settings(name: str, settings: dict[str, Any]) -> dict[str, float]:
     """``settings`` for strategy ``name``, checked: every key is one the strategy reads and every
     value a number >= 0 (a setting it would ignore is a mistake in the sweep, not a no-op)."""

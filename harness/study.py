@@ -8,8 +8,9 @@ recorded order that time cannot stand in for.
 Why: a server per configuration costs a start of two minutes or more, so configurations used to
 be measured in blocks, one after another, and readings drift on one machine over tens of
 minutes. Here one server serves every arm of the study: the per-step token budget
-(``max_num_batched_tokens`` for the scheduler) is set between runs through
-``my_scheduler.RuntimeBudget``, which plans exactly the steps of a server started at that budget.
+(``max_num_batched_tokens`` for the scheduler) and the strategy are set between runs through
+``RuntimeControl`` (``harness/step_recorder.py``), with which the server plans exactly the steps
+of a server started at that budget with that strategy's class.
 The arms alternate in rounds (a shuffle, then the same order reversed, then a new shuffle ...),
 and run ``i`` of the order uses arrival seed ``plan.seed + i``.
 
@@ -58,7 +59,7 @@ from harness.serve_bench import (BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKE
                                  SCHEMA_VERSION, HarnessError, MetricsPoller, Server, free_port, measured_blocks,
                                  number_text, read_stats, result_name, server_command, strategy_settings,
                                  weights_label)
-from harness.strategies import resolve_strategy, strategy  # noqa: E402
+from harness.strategies import resolve_strategy, runtime_class, strategy  # noqa: E402
 
 STUDY_FILE = "study.json"
 STUDY_SCHEMA = 1
@@ -154,13 +155,19 @@ class LoadSpec:
 
 @dataclass(frozen=True)
 class Arm:
-    """One configuration of the comparison: here, the scheduler's per-step token budget."""
+    """One configuration of the comparison: the scheduler's per-step token budget and, when the
+    strategies are compared, the strategy (a registry name; None: the server's scheduler)."""
 
     token_budget: int
+    strategy: str | None = None
 
     @property
     def tag(self) -> str:
-        return f"mnbt-{self.token_budget}"
+        return "_".join(filter(None, [self.strategy, f"mnbt-{self.token_budget}"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The arm as plans and study files hold it (no strategy key when the server's is used)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -218,7 +225,7 @@ class StudyPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as its JSON file holds it."""
-        return json.loads(json.dumps(asdict(self)))
+        return json.loads(json.dumps({**asdict(self), "arms": [arm.to_dict() for arm in self.arms]}))
 
     @classmethod
     def read(cls, path: Path) -> StudyPlan:
@@ -228,16 +235,18 @@ class StudyPlan:
             raise HarnessError(f"study plan {path}: {err}") from err
 
     def check(self) -> None:
-        budgets = [a.token_budget for a in self.arms]
-        if not budgets or len(set(budgets)) != len(budgets):
-            raise ValueError("arms: expected at least one, each budget once")
-        for budget in budgets:
-            if not isinstance(budget, int) or not 1 <= budget <= self.server.max_num_batched_tokens:
-                raise ValueError(f"token budget {budget!r} is not an integer in [1, "
+        if not self.arms or len(set(self.arms)) != len(self.arms):
+            raise ValueError("arms: expected at least one, each (token_budget, strategy) once")
+        for arm in self.arms:
+            if not isinstance(arm.token_budget, int) or not 1 <= arm.token_budget <= self.server.max_num_batched_tokens:
+                raise ValueError(f"token budget {arm.token_budget!r} is not an integer in [1, "
                                  f"{self.server.max_num_batched_tokens}] (server.max_num_batched_tokens)")
+            if arm.strategy is not None:
+                runtime_class(arm.strategy)  # a typo or a strategy without a class fails here
         if not strategy(self.server.scheduler).class_name:
             raise ValueError(f"server.scheduler {self.server.scheduler!r} is vLLM's own class, which cannot "
-                             "take a budget at run time; use kv-recorder (vLLM's policy with step accounting)")
+                             "take a budget or strategy at run time; use kv-recorder (vLLM's policy with "
+                             "step accounting)")
         if self.runs_per_arm < 1 or self.load.num_prompts < 1 or self.server.api_servers < 1:
             raise ValueError("runs_per_arm, load.num_prompts and server.api_servers must be at least 1")
         if self.load.rate is not None and not self.load.rate > 0:
@@ -270,7 +279,7 @@ def study_record(plan: StudyPlan) -> dict[str, Any]:
     """``study.json``'s content: the plan, the run order (what was compared, on which load, in
     which order) and, filled by each call, the hosts that ran it."""
     return {"schema_version": STUDY_SCHEMA, "plan": plan.to_dict(),
-            "order": [{"index": r.index, "round": r.round, "file": r.file_name, "token_budget": r.arm.token_budget,
+            "order": [{"index": r.index, "round": r.round, "file": r.file_name, **r.arm.to_dict(),
                        "seed": r.seed} for r in plan.order()],
             "hosts": []}
 
@@ -347,7 +356,7 @@ class StudyServer:
 
     @classmethod
     def start_or_attach(cls, plan: StudyPlan, logs: Path) -> StudyServer:
-        from my_scheduler import CONTROL_ENV, STATS_ENV
+        from harness.step_recorder import CONTROL_ENV, STATS_ENV
 
         state_path = logs / "server.json"
         stats_path, control_path = logs / "engine_stats.json", logs / "budget_control.json"
@@ -385,8 +394,10 @@ class StudyServer:
         self.state_path.unlink(missing_ok=True)
         say("server stopped")
 
-    def set_budget(self, seq: int, budget: int) -> None:
-        write_json_atomic(self.control_path, {"seq": seq, "token_budget": budget})
+    def set_control(self, seq: int, token_budget: int, strategy_name: str) -> None:
+        """Ask the engine for this budget and strategy from the run's first step on (the strategy
+        always: an arm without one runs the server's, whatever ran before)."""
+        write_json_atomic(self.control_path, {"seq": seq, "token_budget": token_budget, "strategy": strategy_name})
 
 
 # ---- The client, in this process --------------------------------------------------------------
@@ -471,9 +482,10 @@ def run_client(argv: list[str], log_path: Path, window: LoadWindow,
 # ---- One run ----------------------------------------------------------------------------------
 def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, folder: Path,
             bytes_per_token: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Set the arm's budget, empty the prefix cache, run the client; the result record and arrays."""
+    """Set the arm's budget and strategy, empty the prefix cache, run the client; the result
+    record and arrays. A run the engine did not run under its arm is not written."""
     server = served.server
-    served.set_budget(run.index, run.arm.token_budget)
+    served.set_control(run.index, run.arm.token_budget, run.arm.strategy or plan.server.scheduler)
     server.reset_prefix_cache()
     stats_before = read_stats(served.stats_path)
     argv = bench_argv(plan, run, model, server.base_url)
@@ -486,10 +498,7 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
                 client_cpu=window.client_cpu(), gpu_util=window.gpu_util(), client_gate=None)
     time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
     stats_after = read_stats(served.stats_path)
-    applied = (stats_after or {}).get("budget") or {}
-    if applied.get("control_seq") != run.index or applied.get("token_budget") != run.arm.token_budget:
-        raise HarnessError(f"run {run.index}: the engine did not apply token budget {run.arm.token_budget} "
-                           f"(its stats say {applied or 'nothing'}); not written")
+    check_applied(plan, run, stats_after)
     measured, detail = measured_blocks(client, poller.report(bytes_per_token), stats_before, stats_after, host,
                                        plan.warmup_fraction, plan.timeout_s, plan.server.api_servers)
     record = {
@@ -505,21 +514,39 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     return record, detail
 
 
+def class_in_force(plan: StudyPlan, arm: Arm) -> str:
+    """The scheduler class a run of ``arm`` must run under (``my_scheduler.Class``)."""
+    return runtime_class(arm.strategy) if arm.strategy is not None else plan.server.scheduler_cls
+
+
+def check_applied(plan: StudyPlan, run: PlannedRun, stats: dict[str, Any] | None) -> None:
+    """Fail unless the engine's stats show this run's control request applied: its budget and
+    the class of its strategy."""
+    applied = (stats or {}).get("budget") or {}
+    in_force = (stats or {}).get("scheduler_class")
+    if (applied.get("control_seq") != run.index or applied.get("token_budget") != run.arm.token_budget
+            or in_force != class_in_force(plan, run.arm)):
+        raise HarnessError(f"run {run.index}: the engine did not apply {run.arm.to_dict()} (its stats say "
+                           f"{applied or 'nothing'}, class {in_force}); not written")
+
+
 def run_config(plan: StudyPlan, run: PlannedRun, server: Server, argv: list[str]) -> dict[str, Any]:
-    """The ``config`` block: the loader's keys (as ``serve_bench.py`` writes them), the budget in
-    force, and where the run sits in its study."""
+    """The ``config`` block: the loader's keys (as ``serve_bench.py`` writes them), the budget and
+    strategy in force, and where the run sits in its study."""
     bench = f"vllm bench serve {shlex.join(argv)}"
+    policy = run.arm.strategy or plan.server.scheduler
     return {
         "task": plan.task, "tag": run.arm.tag, "workload": plan.load.workload, "rate": run.rate_label,
-        "run": run.repeat, "scheduler": plan.server.scheduler, "scheduler_cls": plan.server.scheduler_cls,
-        "strategy_settings": strategy_settings(plan.server.scheduler, {}),
+        "run": run.repeat, "scheduler": policy, "scheduler_cls": class_in_force(plan, run.arm),
+        "strategy_settings": strategy_settings(policy, {}),
         "api_server_count": plan.server.api_servers, "client_processes": 1,
         "num_prompts": plan.load.num_prompts, "seed": run.seed,
         "server_command": shlex.join(server.command), "bench_command": bench, "bench_commands": [bench],
         "server_args": "", "bench_args": "", "server_params": plan.server.params(),
         "bench_params": plan.load.params(), "warmup_fraction": plan.warmup_fraction, "timeout_s": plan.timeout_s,
         "goodput": None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "parallel_gpu_slots": None,
-        "token_budget": run.arm.token_budget, "token_budget_set": "at run time (RuntimeBudget)",
+        "token_budget": run.arm.token_budget, "token_budget_set": "at run time (RuntimeControl)",
+        **({"strategy_set": "at run time (RuntimeControl)"} if run.arm.strategy else {}),
         "study": {"name": plan.name, "index": run.index, "round": run.round, "client": "in-process"},
     }
 
@@ -551,7 +578,7 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
     if dry_run:
         for run in order:
             state = "todo" if run in todo else "done"
-            say(f"  {run.index:3d} round {run.round} budget {run.arm.token_budget:5d} seed {run.seed} "
+            say(f"  {run.index:3d} round {run.round} {run.arm.tag} seed {run.seed} "
                 f"{run.file_name}: {state}")
         return 0
     if not todo:
@@ -574,7 +601,7 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
             if max_runs is not None and len(done) >= max_runs:
                 say(f"stopping before run {run.index}: --max-runs {max_runs} done")
                 break
-            say(f"run {run.index}/{len(order)}: round {run.round}, token budget {run.arm.token_budget}, "
+            say(f"run {run.index}/{len(order)}: round {run.round}, {run.arm.tag}, "
                 f"rate {run.rate_label}, seed {run.seed}")
             result, detail = one_run(plan, run, served, model, folder, bytes_per_token)
             write_run(folder / run.file_name, result, detail)

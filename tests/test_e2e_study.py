@@ -1,6 +1,6 @@
-"""An interleaved study end to end on a real CPU ``vllm serve`` (setup_cpu_server.sh): two token
-budgets on one server, set at run time, the study cut after one run and resumed by a second call
-that finds the server the first left up."""
+"""An interleaved study end to end on a real CPU ``vllm serve`` (setup_cpu_server.sh): two arms on
+one server, set at run time (budget 64 under the server's scheduler, budget 128 under Strategy A),
+the study cut after one run and resumed by a second call that finds the server the first left up."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ PLAN = {
                "max_num_seqs": 8, "gpu_memory_utilization": 0.15, "api_servers": 1,
                "scheduler": "kv-recorder", "max_model_len": 512, "dtype": "float32", "enforce_eager": True},
     "load": {"input_len": 300, "output_len": 6, "num_prompts": 10, "rate": 20},
-    "arms": [{"token_budget": 64}, {"token_budget": 128}],
+    "arms": [{"token_budget": 64}, {"token_budget": 128, "strategy": "prefill-first"}],
     "runs_per_arm": 2, "seed": 7,
 }
 
@@ -44,7 +44,7 @@ def study(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
-def test_an_interleaved_study_sets_each_budget_at_run_time_and_resumes_on_the_same_server(tmp_path):
+def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_server(tmp_path):
     folder = tmp_path / "results" / "task2_study"
     first = study(tmp_path, "--max-runs", "1", "--keep-server")
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-3000:]
@@ -69,6 +69,12 @@ def test_an_interleaved_study_sets_each_budget_at_run_time_and_resumes_on_the_sa
         engine = data["engine"]["scheduler_stats_cumulative"]["budget"]
         assert engine["token_budget"] == entry["token_budget"] and engine["control_seq"] == entry["index"]
         assert engine["control_error"] is None
+        strategy_a = entry.get("strategy") == "prefill-first"
+        assert data["config"]["scheduler"] == ("prefill-first" if strategy_a else "kv-recorder")
+        assert data["engine"]["scheduler_stats_cumulative"]["scheduler_class"] == (
+            "my_scheduler.StepExclusivePrefillFirstScheduler" if strategy_a else "my_scheduler.KVPeakRecorder")
+        # Strategy A's own counter moves in its runs only (counters survive the switches).
+        assert (data["engine"]["scheduler_counts_this_run"]["policy"].get("prefill_steps", 0) > 0) == strategy_a
         counts = data["engine"]["scheduler_counts_this_run"]
         # The load's 10 prompts and the client's test prompt (a copy of the first, so that one is
         # then mostly a prefix-cache hit).

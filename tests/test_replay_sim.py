@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import harness.step_recorder as sr
 import my_scheduler as ms
 from harness import sched_sim as ss
 from harness import step_model
@@ -60,7 +61,7 @@ def test_step_log_of_kv_recorder_has_one_row_per_step_with_its_token_counts(tmp_
 def test_step_time_is_the_gap_between_outputs_while_a_step_is_in_flight():
     """Planned N+1 before N's output (async): its time starts at N's output, not its planning."""
     now = iter([0.0, 1.0, 5.0, 9.0, 20.0, 23.0])
-    log = ms.StepTimeLog("unused", clock=lambda: next(now))
+    log = sr.StepTimeLog("unused", clock=lambda: next(now))
     first, second, third = object(), object(), object()
     log.planned(first, (10, 0, 0, 10, 1))
     log.planned(second, (0, 1, 1, 11, 1))
@@ -83,7 +84,7 @@ def test_fit_recovers_known_coefficients(tmp_path):
                 + COEFFS["context_tokens"] * context) * rng.normal(1.0, 0.01, n)
         rows = [f"{p},{d},{d},{c},{d + (p > 0)},{round(t * 1e6)},1" for p, d, c, t in zip(prefill, decode, context, secs)]
         path = tmp_path / f"steps-{part}.csv"
-        path.write_text(",".join(ms.StepTimeLog.COLUMNS) + "\n" + "\n".join(rows) + "\n")
+        path.write_text(",".join(sr.StepTimeLog.COLUMNS) + "\n" + "\n".join(rows) + "\n")
         paths.append(path)
     out = tmp_path / "fit.json"
     assert step_model.main(["fit", *map(str, paths), "--gpu", "none", "--model", "synthetic", "--out", str(out)]) == 0
@@ -107,7 +108,7 @@ def test_step_log_reader_takes_xz_and_the_fit_finds_the_output_lag(tmp_path):
     context = prefill + decode * rng.integers(200, 1300, n)
     own = design_secs(prefill, decode, context)
     secs = np.append(own[1:], own[-1])  # row i carries step i+1's time
-    text = ",".join(ms.StepTimeLog.COLUMNS) + "\n" + "".join(
+    text = ",".join(sr.StepTimeLog.COLUMNS) + "\n" + "".join(
         f"{p},{d},{d},{c},{d + (p > 0)},{round(t * 1e6)},1\n" for p, d, c, t in zip(prefill, decode, context, secs))
     (tmp_path / "steps.csv").write_text(text)
     (tmp_path / "steps.csv.xz").write_bytes(lzma.compress(text.encode()))

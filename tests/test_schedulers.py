@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
+import harness.step_recorder as sr
 import my_scheduler as ms
 from harness.sched_sim import SimConfig, make_request, make_scheduler, run_until_done, step
 
@@ -439,7 +440,7 @@ def test_kv_bytes_per_token_matches_qwen3_0_6b():
     spec = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype=torch.bfloat16)
     config = KVCacheConfig(num_blocks=1, kv_cache_tensors=[], kv_cache_groups=[
         KVCacheGroupSpec([f"model.layers.{i}.self_attn.attn" for i in range(28)], spec)])
-    assert ms.kv_bytes_per_token(config) == 114688
+    assert sr.kv_bytes_per_token(config) == 114688
 
 
 # ---------------------------------------------------------------------------------------------
@@ -520,10 +521,10 @@ def _run_budget_load(sched) -> list[list[tuple[int, int]]]:
     return _step_shapes(traces, [r.request_id for batch in load for r in batch])
 
 
-def _write_control(path, seq: int, budget: Any) -> None:
+def _write_control(path, seq: int, budget: Any, strategy: str | None = None) -> None:
     from harness.provenance import write_json_atomic
 
-    write_json_atomic(path, {"seq": seq, "token_budget": budget})
+    write_json_atomic(path, {"seq": seq, "token_budget": budget} | ({"strategy": strategy} if strategy else {}))
 
 
 @pytest.mark.parametrize("budget", [512, 2048])
@@ -565,6 +566,81 @@ def test_a_runtime_budget_waits_for_an_idle_step_and_refuses_what_the_server_can
     record = sched.stats_dict()["budget"]
     assert record["token_budget"] == 256 and record["control_seq"] == 3
     assert "not an integer in [1, 4096]" in record["control_error"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime strategy (one server for every strategy of a Task 3 study)
+# ---------------------------------------------------------------------------------------------
+def _mixed_load() -> list[list]:
+    """Prompts of 1500, 300 and 800 tokens arriving together, 3 per step for 6 steps: the order
+    of admission (SJF) and the step shapes (prefill-first) both differ from vLLM's own."""
+    return [[make_request(n, 20) for n in (1500, 300, 800)] for _ in range(6)]
+
+
+def _run_mixed_load(sched) -> list[list[tuple[int, int]]]:
+    load = _mixed_load()
+    traces = run_until_done(sched, load)
+    assert not sched.has_unfinished_requests()
+    return _step_shapes(traces, [r.request_id for batch in load for r in batch])
+
+
+MIXED = SimConfig(max_num_batched_tokens=2048, num_blocks=5000)
+
+
+@pytest.mark.parametrize("name", ["prefill-first", "sjf"])
+def test_a_runtime_strategy_plans_the_steps_of_a_server_started_with_it(tmp_path, monkeypatch, name):
+    """A server started with vLLM's policy and told strategy X plans, step by step, what a server
+    started with X's class plans (the requests waiting at the switch included); told 'default'
+    afterwards, it plans vLLM's steps again. Without the control file it plans vLLM's steps, which
+    differ (the test can fail)."""
+    started_with = _run_mixed_load(make_scheduler(ms.SCHEDULER_CLASSES[name], MIXED))
+    vllms = _run_mixed_load(make_scheduler(ms.KVPeakRecorder, MIXED))
+    assert started_with != vllms
+    control = tmp_path / "control.json"
+    monkeypatch.setenv(ms.CONTROL_ENV, str(control))
+    told = make_scheduler(ms.KVPeakRecorder, MIXED)
+    assert _run_mixed_load(told) == vllms  # no control file yet: vLLM's own plan
+    _write_control(control, 1, 2048, name)
+    assert _run_mixed_load(told) == started_with
+    assert type(told) is ms.SCHEDULER_CLASSES[name]
+    stats = told.stats_dict()
+    assert stats["scheduler_class"] == f"my_scheduler.{ms.SCHEDULER_CLASSES[name].__name__}"
+    assert stats["budget"]["control_seq"] == 1 and stats["budget"]["control_error"] is None
+    _write_control(control, 2, 2048, "default")
+    assert _run_mixed_load(told) == vllms
+    assert type(told) is ms.KVPeakRecorder
+
+
+def test_a_strategy_switch_keeps_counters_and_refuses_what_the_server_cannot_take(tmp_path, monkeypatch):
+    control = tmp_path / "control.json"
+    monkeypatch.setenv(ms.CONTROL_ENV, str(control))
+    sched = make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=4096, num_blocks=5000))
+    _write_control(control, 1, 1024, "prefill-first")
+    _run_mixed_load(sched)
+    prefill_steps = sched.stats_dict()["policy"]["prefill_steps"]
+    assert prefill_steps > 0
+    _write_control(control, 2, 2048, "sjf")
+    _run_mixed_load(sched)
+    stats = sched.stats_dict()
+    assert stats["policy"]["prefill_steps"] == prefill_steps  # A's counters survive, unchanged under SJF
+    assert stats["policy_settings"] == {"aging_tokens_per_s": 0.0}
+    _write_control(control, 3, 2048, "fastest-first")  # no such strategy: nothing changes
+    sched.add_request(make_request(3000, 5))
+    assert sum(step(sched).scheduled.values()) == 2048
+    run_until_done(sched)
+    _write_control(control, 4, 8192, "default")  # above max_num_batched_tokens: the strategy stays too
+    sched.add_request(make_request(3000, 5))
+    step(sched)
+    run_until_done(sched)
+    assert type(sched) is ms.SJFScheduler
+    record = sched.stats_dict()["budget"]
+    assert record["control_seq"] == 4 and record["token_budget"] == 2048
+    assert "not an integer in [1, 4096]" in record["control_error"]
+    _write_control(control, 5, 512, "fastest-first")
+    sched.add_request(make_request(3000, 5))
+    step(sched)
+    assert "strategy 'fastest-first' (request 5) is not one this server can switch to" in \
+        sched.stats_dict()["budget"]["control_error"]
 
 
 def test_every_registered_strategy_is_bound_to_its_class_here():

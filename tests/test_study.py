@@ -34,10 +34,11 @@ def test_every_committed_plan_reads_as_written():
 
 @pytest.mark.parametrize("changes, words", [
     ({"server__max_num_batched_tokens": 4096}, "is not an integer in [1, 4096]"),
-    ({"server__scheduler": "default"}, "cannot take a budget at run time"),
+    ({"server__scheduler": "default"}, "cannot take a budget or strategy at run time"),
     ({"server__scheduler": "no-such"}, "unknown scheduler"),
-    ({"arms": [{"token_budget": 512}, {"token_budget": 512}]}, "each budget once"),
-    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['token_budget']"),
+    ({"arms": [{"token_budget": 512}, {"token_budget": 512}]}, "each (token_budget, strategy) once"),
+    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['strategy', 'token_budget']"),
+    ({"arms": [{"token_budget": 512, "strategy": "fastest"}]}, "unknown scheduler 'fastest'"),
     ({"load__rate": 0}, "load.rate 0"),
     ({"speed": 1}, "plan: "),
 ])
@@ -55,6 +56,21 @@ def test_the_order_alternates_rounds_and_gives_every_run_its_own_seed():
     assert len({r.file_name for r in runs}) == 15 and runs[0].file_name.endswith("_rate-16_run-1.json")
     # More runs per arm extend the order: the first rounds stay as they were.
     assert [(r.arm, r.seed) for r in plan(runs_per_arm=4).order()[:15]] == [(r.arm, r.seed) for r in runs]
+
+
+def test_strategy_arms_name_their_runs_and_the_class_each_must_run_under():
+    arms = [{"token_budget": 2048, "strategy": name} for name in ("default", "prefill-first", "sjf")]
+    three = plan(arms=arms, server__max_num_batched_tokens=2048)
+    runs = three.order()
+    assert {r.file_name.split("_rate-")[0] for r in runs} == {
+        "default_mnbt-2048", "prefill-first_mnbt-2048", "sjf_mnbt-2048"}
+    assert [study.class_in_force(three, arm) for arm in three.arms] == [
+        "my_scheduler.KVPeakRecorder", "my_scheduler.StepExclusivePrefillFirstScheduler", "my_scheduler.SJFScheduler"]
+    assert study.class_in_force(plan(), plan().arms[0]) == "my_scheduler.KVPeakRecorder"  # the server's
+    # The study file holds each run's arm as the plan gives it: no strategy key for a budget-only arm.
+    assert study.study_record(three)["order"][0].keys() == {"index", "round", "file", "token_budget", "strategy", "seed"}
+    assert "strategy" not in study.study_record(plan())["order"][0]
+    assert "strategy" not in study.StudyPlan.from_dict(plan().to_dict()).to_dict()["arms"][0]
 
 
 def test_a_results_folder_keeps_its_study_and_grows_only_by_runs(tmp_path):
