@@ -4,7 +4,7 @@
 
 Only reads result files, through the results layer (``harness/results.py``). Writes
 ``<results>/tables.md``, ``<results>/<folder>_runs.csv`` (one row per run of each serving folder),
-``<results>/figures/*.png`` and, through ``harness/report.py``, ``REPORT.md`` (and ``report.pdf``
+``<results>/figures/*.png`` and, through ``harness/report/``, ``REPORT.md`` (and ``report.pdf``
 with ``--pdf``). A task without results gets a sentence saying so, never invented numbers.
 Figures draw every run: hollow markers or dashed curves where the front end lagged.
 """
@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.report import sweep_folders, write_report  # noqa: E402
+from harness.report import write_report  # noqa: E402
+from harness.report.slo import sweep_folders  # noqa: E402
 from harness.results import (BUDGET, METRICS, ROOT, THROUGHPUT, Results, Run, _rate_order,  # noqa: E402
                              _strategy_order, kept_request_values, load_label, strategy_label)
 

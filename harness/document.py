@@ -1,5 +1,5 @@
 """The report as a list of blocks (headings, paragraphs, bullets, tables, figures) and its
-renderings, Markdown and PDF (fpdf2): what the report says is built in ``harness/report.py``, how
+renderings, Markdown and PDF (fpdf2): what the report says is built in ``harness/report/``, how
 it looks is decided here, once for all outputs. Each block says where it goes (``Place``): the
 report keeps the analysis, the appendix (``tables.md``) every table under its headings, and a
 block placed ``"appendix"`` (each point's values) goes to the appendix only."""

@@ -1,5 +1,5 @@
 """The results layer: one loader of the result files and one row per run, read by the tables, the
-figures (``plot_results.py``) and the report (``harness/report.py``).
+figures (``plot_results.py``) and the report (``harness/report/``).
 
 A serving run is a ``Run``: the typed record of one result file (``meta``, ``config``, ``host``,
 ``frontend``, ``client``, ``engine``, ``summary``; ``serve_bench.py`` writes it) with its folder

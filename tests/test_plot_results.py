@@ -204,7 +204,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 def test_the_analysis_runs_without_vllm_and_torch(tmp_path):
-    """plot_results.py, and the report it writes through harness/report.py, only read result
+    """plot_results.py, and the report it writes through harness/report/, only read result
     files: on a copy of the committed results, with vllm and torch impossible to import, it writes
     the tables, figures and REPORT.md, and never tried to import either (the strategy registry
     they label runs with is harness/strategies.py, not my_scheduler.py, which imports vLLM)."""

@@ -195,7 +195,7 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
     so both must leave out the same first requests: the replay's default is the GPU harness's, and
     every committed GPU run with a replay folder, and every committed replay, used it."""
     from harness import lab_metrics, serve_bench
-    from harness.report import BUDGET_SWEEP
+    from harness.report.replay import BUDGET_SWEEP
     from harness.study import StudyPlan
 
     default = replay_args().warmup_fraction

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 import plot_results
-from harness import report, results as layer, rules
+from harness import results as layer, rules
+from harness.report import frontend, replay, slo, summary, task2, task3
 from harness.document import render_markdown
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -93,18 +94,19 @@ def test_report_from_the_committed_results(tmp_path):
     # Task 2's questions are answered from the rate-16 study, whose runs kept up (budgets
     # alternating on one server), each answer with every budget's runs as the files give them;
     # the sweeps whose runs lagged get tables only (no saturation rule at rate inf).
-    task2 = section(text, "## 4 Task 2")
-    assert "| lagged" in section(appendix, "## 4 Task 2") and not tables(task2)
-    assert "Saturation rule" not in task2 and "there are none yet" not in task2
+    task2_text = section(text, "## 4 Task 2")
+    assert "| lagged" in section(appendix, "## 4 Task 2") and not tables(task2_text)
+    assert "Saturation rule" not in task2_text and "there are none yet" not in task2_text
     study = [r for r in runs if (r["config"].get("study") or {}).get("name") == "task2-rate16"]
     assert len(study) == 15 and not any(r["frontend"]["lagged"] for r in study)
     itl = [r["summary"]["itl_ms"]["p99"] for r in study if r["config"]["token_budget"] == 512]
-    line = next(b for b in task2.splitlines() if b.startswith("- ITL P99 (theory: rises"))
+    line = next(b for b in task2_text.splitlines() if b.startswith("- ITL P99 (theory: rises"))
     assert f"512: {min(itl):.1f}-{max(itl):.1f}" in line and "with the theory: 512 < 1024, 2048, 4096, 8192" in line
-    assert "For chat (rule: ITL P99 within 10% of the best budget's median, then the lowest TTFT P99): 512." in task2
-    task3 = section(text, "## 5 Task 3")
-    assert "No scheduler conclusion from this point" in task3
-    for point in task3.split("\n### ")[1:]:  # a comparison only where the point's runs kept up
+    assert ("For chat (rule: ITL P99 within 10% of the best budget's median, then the lowest TTFT P99): 512."
+            in task2_text)
+    task3_text = section(text, "## 5 Task 3")
+    assert "No scheduler conclusion from this point" in task3_text
+    for point in task3_text.split("\n### ")[1:]:  # a comparison only where the point's runs kept up
         assert ("Against vLLM's default" in point) == ("(task3_api-4" in point.split("\n", 1)[0])
     for link in ("figures/task2_A1_latency.png", "figures/task2_A2_throughput.png",
                  "figures/task3_3A_cdf_fixed_rate-40.png", "figures/task3_api-4_heavy_pareto.png"):
@@ -144,7 +146,7 @@ def test_task2_answers_come_only_from_runs_that_kept_up():
     every run had kept up, give the saturation budget computed here from the files' own
     throughput (the smallest budget within 5% of the best median at rate inf)."""
     rows = layer.run_rows(layer.load_runs(RESULTS / "task2"))
-    answers = report.task2_answers(rows)
+    answers = task2.task2_answers(rows)
     assert len(answers) == 1 and answers[0].startswith("No scheduler conclusion")
 
     by_budget: dict[int, list[float]] = {}
@@ -155,7 +157,7 @@ def test_task2_answers_come_only_from_runs_that_kept_up():
     medians = {b: statistics.median(v) for b, v in by_budget.items()}
     best = max(medians.values())
     saturated = min(b for b, v in medians.items() if v >= 0.95 * best)
-    answers = report.task2_answers(rows.assign(lagged=False))
+    answers = task2.task2_answers(rows.assign(lagged=False))
     assert not any(a.startswith("No scheduler conclusion") for a in answers)
     inf = next(a for a in answers if "rate inf" in a)
     assert f"best median, {best:.1f} tok/s): {saturated}" in inf
@@ -173,20 +175,20 @@ def test_task3_answers_claim_only_what_every_run_separates():
         per_run.setdefault(run["config"]["scheduler"], []).append(run["summary"]["itl_ms"]["p99"])
     a, base = per_run["prefill-first"], per_run["default"]
     apart = min(a) > max(base) or max(a) < min(base)
-    answers = report.task3_answers(rows)
+    answers = task3.task3_answers(rows)
     line = next(x for x in answers if x.startswith("Strategy A") and "fixed at rate 39" in x)
     assert ("ITL P99" in line) == apart and len(a) >= 3 and len(base) >= 3
 
     # The same default runs against themselves separate on nothing; two runs a side are too few.
     same = rows[(rows["strategy"] == "default") & (rows["workload"] == point["workload"])]
     twin = pd.concat([same, same.assign(strategy="sjf")])
-    assert "no metric separated" in report.task3_answers(twin)[0]
+    assert "no metric separated" in task3.task3_answers(twin)[0]
     few = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 5})])
-    assert "every run beyond every run on ITL P99" in report.task3_answers(few)[0]
-    assert "too few runs" in report.task3_answers(few.iloc[1:])[0]
-    assert report.separations(twin) == [] and report.separations(few) == ["Strategy B1: SJF ITL P99 5.00x"]
+    assert "every run beyond every run on ITL P99" in task3.task3_answers(few)[0]
+    assert "too few runs" in task3.task3_answers(few.iloc[1:])[0]
+    assert task3.separations(twin) == [] and task3.separations(few) == ["Strategy B1: SJF ITL P99 5.00x"]
     thrice = pd.concat([same, same.assign(strategy="sjf", **{"ITL P99 (ms)": same["ITL P99 (ms)"] * 3})])
-    assert report.separations(pd.concat([few, thrice.assign(rate="40")])) == [
+    assert task3.separations(pd.concat([few, thrice.assign(rate="40")])) == [
         "Strategy B1: SJF ITL P99 3.00-5.00x (2 points)"]  # the summary's range over points
 
 
@@ -230,7 +232,7 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
     the replays per rate, straight from the committed files, linear between the last rate that
     meets 90% and the next; the report's section states it, marked simulated."""
     by_rate: dict[float, list[float]] = {}
-    for path in sorted((RESULTS / report.SCREEN).glob("default_fixed_*.json")):
+    for path in sorted((RESULTS / slo.SCREEN).glob("default_fixed_*.json")):
         run = json.loads(path.read_text())  # the attainment each replay stores (no arrays kept)
         assert run["simulated"] and run["config"]["goodput"] == "ttft:500 tpot:50"
         by_rate.setdefault(float(run["config"]["rate"]), []).append(
@@ -243,7 +245,7 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
     assert i < len(rates) - 1  # the tight pair binds inside the grid
     capacity = rates[i] + (mean[i] - 0.9) / (mean[i] - mean[i + 1]) * (rates[i + 1] - rates[i])
     res = layer.Results.load(RESULTS)
-    text = render_markdown(report.screen_section(res, *report.screen_tables(res)))
+    text = render_markdown(slo.screen_section(res, *slo.screen_tables(res)))
     assert "Simulated screen" in text and "not a result" in text
     rows = [line for line in text.splitlines() if line.startswith("|")]
     cells = [c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in rows)  # capacity: 2nd table
@@ -285,7 +287,7 @@ def test_rate_inf_capacity_names_the_order_and_what_set_the_pace():
     rows, per_budget = budget_sweep_at_rate_inf()
     order = sorted(per_budget, key=lambda b: statistics.median(per_budget[b]))
     steps = json.loads((RESULTS / layer.BUDGET_STEPS_FILE).read_text())
-    answer = report.capacity_answer("sweep", rows, steps)
+    answer = task2.capacity_answer("sweep", rows, steps)
     assert f"throughput by median {' < '.join(map(str, order))}" in answer
     slowest, fastest = order[0], order[-1]
     if max(per_budget[slowest]) < min(min(v) for b, v in per_budget.items() if b != slowest):
@@ -294,10 +296,10 @@ def test_rate_inf_capacity_names_the_order_and_what_set_the_pace():
         assert f"every run of {fastest} lies above" in answer
     assert "by elimination" in answer and "CUDA graphs" in answer
     busy = rows.assign(**{layer.BUSIEST_API: 0.95})  # an API server at a full core held the engine back
-    assert report.capacity_answer("sweep", busy, None) is None
+    assert task2.capacity_answer("sweep", busy, None) is None
     gpu_bound = rows.assign(**{layer.GPU_UTIL: 95.0})  # the GPU, not the engine core, may set the pace
-    assert "by elimination" not in report.capacity_answer("sweep", gpu_bound, None)
-    assert report.capacity_answer("sweep", rows[rows[layer.BUDGET] == 2048], steps) is None  # one budget
+    assert "by elimination" not in task2.capacity_answer("sweep", gpu_bound, None)
+    assert task2.capacity_answer("sweep", rows[rows[layer.BUDGET] == 2048], steps) is None  # one budget
 
 
 def test_graph_steps_sentence_reads_the_share_and_its_order():
@@ -305,12 +307,12 @@ def test_graph_steps_sentence_reads_the_share_and_its_order():
         {"max_num_batched_tokens": b, "steps": n, "share_over_graph": share}
         for b, n, share in ((512, 300, 0.0), (1024, 200, 0.8), (2048, 150, 0.5), (4096, 120, 0.2))]}
     fits = pd.Series({512: 9.0, 1024: 6.0, 2048: 10.0, 4096: 14.0})
-    text = report.graph_steps_sentence(fits, steps)
+    text = task2.graph_steps_sentence(fits, steps)
     assert "80% at 1024, 50% at 2048, 20% at 4096" in text and "none at 512 (300 steps)" in text
     assert "the fewer such steps, the faster (rank correlation -1.00 over 3 budgets)" in text
     unordered = pd.Series({512: 9.0, 1024: 12.0, 2048: 10.0, 4096: 14.0})
-    assert "does not order" in report.graph_steps_sentence(unordered, steps)
-    assert report.graph_steps_sentence(fits[[512, 1024, 2048]], steps) == ""  # two budgets above 512
+    assert "does not order" in task2.graph_steps_sentence(unordered, steps)
+    assert task2.graph_steps_sentence(fits[[512, 1024, 2048]], steps) == ""  # two budgets above 512
 
 
 def test_task2_verdict_on_unordered_throughput_counts_the_separated_pairs():
@@ -320,11 +322,11 @@ def test_task2_verdict_on_unordered_throughput_counts_the_separated_pairs():
     rows, per_budget = budget_sweep_at_rate_inf()
     pairs = [(a, b) for a in per_budget for b in per_budget if a < b]
     apart = sum(max(per_budget[a]) < min(per_budget[b]) or max(per_budget[b]) < min(per_budget[a]) for a, b in pairs)
-    verdicts = report.task2_verdicts(rows)
+    verdicts = frontend.task2_verdicts(rows)
     assert f"{apart} of {len(pairs)} pairs of budgets separate" in verdicts[0]
     assert ("The order is real" in verdicts[0]) == (apart > 0)
     assert "still open" in verdicts[-1]
-    assert report.task2_verdicts(rows.assign(**{layer.BUSIEST_API: 0.95})) == []
+    assert frontend.task2_verdicts(rows.assign(**{layer.BUSIEST_API: 0.95})) == []
 
 
 def test_held_out_budgets_compare_each_replay_with_the_gpu_median():
@@ -332,14 +334,14 @@ def test_held_out_budgets_compare_each_replay_with_the_gpu_median():
     of its budget, recomputed from the files; the two orders of the budgets as they come out."""
     _, per_budget = budget_sweep_at_rate_inf()
     sim = {}
-    for path in (RESULTS / report.BUDGET_REPLAYS).glob("*.json"):
+    for path in (RESULTS / replay.BUDGET_REPLAYS).glob("*.json"):
         run = json.loads(path.read_text())
         assert run["simulated"] and run["config"]["rate"] == "inf"
         sim[run["config"]["server_params"]["max_num_batched_tokens"]] = run["summary"]["output_throughput_tok_s"]
     both = sorted(set(sim) & set(per_budget))
     assert len(both) >= 3
     errors = {b: sim[b] / statistics.median(per_budget[b]) - 1 for b in both}
-    fact = report.budget_replay_fact(layer.Results.load(RESULTS))
+    fact = replay.budget_replay_fact(layer.Results.load(RESULTS))
     assert "throughput " + "; ".join(f"{b} {errors[b]:+.0%}" for b in both) in fact
     gpu_order = " < ".join(str(b) for b in sorted(both, key=lambda b: statistics.median(per_budget[b])))
     assert f"the GPU {gpu_order}" in fact
@@ -360,7 +362,7 @@ def test_graph_boundary_sets_the_fit_against_measured_steps_on_each_side(tmp_pat
                   "pipelined": 1}).to_csv(tmp_path / "steplogs" / "log.csv", index=False)
     within = [(p, d, t) for (p, d), t in zip(rows, seconds) if p and p + d <= 512]
     expected = sum(t + 0.01 for *_, t in within) / sum(t for *_, t in within)
-    text = report.graph_boundary_text(tmp_path, {"coefficients": coefficients, "output_lag_steps": 0,
+    text = replay.graph_boundary_text(tmp_path, {"coefficients": coefficients, "output_lag_steps": 0,
                                                  "graph_tokens": 512})
     assert text == f"log.csv: {expected:.2f}x for {len(within)} steps within, 1.00x for 5 above"
 
@@ -409,10 +411,10 @@ def test_a_default_under_its_grid_gives_a_bound_and_unpaired_draws_are_stable():
 
 def test_pace_setter_names_the_component_by_elimination():
     rows = layer.run_rows(layer.load_runs(RESULTS / HEAVY))
-    assert report.pace_setter(rows).startswith("the engine core")  # GPU busy 38-52%, API under 0.5 core
-    assert report.pace_setter(rows.assign(**{layer.GPU_UTIL: 95.0})).startswith("the GPU")
-    assert report.pace_setter(rows.assign(lagged=True)).startswith("the front end")
-    assert report.pace_setter(rows.assign(**{layer.ENGINE_CORES: 0.5})).startswith("no single")
+    assert slo.pace_setter(rows).startswith("the engine core")  # GPU busy 38-52%, API under 0.5 core
+    assert slo.pace_setter(rows.assign(**{layer.GPU_UTIL: 95.0})).startswith("the GPU")
+    assert slo.pace_setter(rows.assign(lagged=True)).startswith("the front end")
+    assert slo.pace_setter(rows.assign(**{layer.ENGINE_CORES: 0.5})).startswith("no single")
 
 
 def test_the_capacity_sweep_has_its_own_section_and_figures(tmp_path):
@@ -426,10 +428,10 @@ def test_the_capacity_sweep_has_its_own_section_and_figures(tmp_path):
     for name in ("attainment_goodput", "pareto"):
         assert (results / "figures" / f"{HEAVY}_{name}.png").stat().st_size > 10_000
     res = layer.Results.load(results)
-    assert report.capacity_folders(res) == [HEAVY]
+    assert slo.capacity_folders(res) == [HEAVY]
     for path in sorted((results / HEAVY).glob("default_*_rate-60_run-3.*")):
         path.unlink()
-    assert report.capacity_folders(layer.Results.load(results)) == []
+    assert slo.capacity_folders(layer.Results.load(results)) == []
 
 
 def test_an_slo_study_short_of_a_capacity_says_what_it_lacks(tmp_path):
@@ -476,7 +478,7 @@ def test_the_gated_clients_sitting_gets_its_own_comparison(tmp_path):
     assert ("one client process limited this load" in fact) is faster
     assert ("the client is not shown to limit this load" in fact) is not faster
     # The study's own table and facts are unchanged: they read task2_api-<N> folders only.
-    assert report.lift_rows(layer.Results.load(results))["folder"].str.endswith("_gated").sum() == 0
+    assert frontend.lift_rows(layer.Results.load(results))["folder"].str.endswith("_gated").sum() == 0
 
 
 def test_the_appendix_keeps_every_table_and_the_report_none_of_the_appendix_blocks():
@@ -502,7 +504,7 @@ def test_summary_counts_every_rate_inf_run_with_several_api_servers():
     inf = [r for r in runs if "frontend" in r and not r.get("simulated") and r["config"]["rate"] == "inf"
            and (r["config"].get("api_server_count") or 1) > 1]
     lagged = sum(r["frontend"]["lagged"] for r in inf)
-    text = render_markdown(report.summary_section(layer.Results.load(RESULTS), {}))
+    text = render_markdown(summary.summary_section(layer.Results.load(RESULTS), {}))
     line = next(x for x in text.splitlines() if x.startswith("- Front end (section 3)"))
     servers = " or ".join(map(str, sorted({r["config"]["api_server_count"] for r in inf})))
     assert (f"at rate inf with {servers} API servers" in line
@@ -520,7 +522,7 @@ def test_task3_spread_is_the_highest_run_over_the_lowest():
                 per.setdefault((run["config"]["scheduler"], key), []).append(run["summary"]["ttft_ms"][key])
     (who, key), values = max(per.items(), key=lambda kv: max(kv[1]) / min(kv[1]))
     rows = layer.run_rows(layer.load_runs(RESULTS / "task3_api-4"))
-    line = next(x for x in report.task3_answers(rows) if x.startswith("Strategy A") and "fixed at rate 39" in x)
+    line = next(x for x in task3.task3_answers(rows) if x.startswith("Strategy A") and "fixed at rate 39" in x)
     assert (f"differ by up to {max(values) / min(values):.2f}x (highest / lowest) in TTFT P50/P99 "
             f"({layer.strategy_label(who)}, TTFT {key.upper()} {min(values):.0f}-{max(values):.0f} ms)") in line
 
@@ -539,7 +541,7 @@ def test_the_tail_past_a_strategys_capacity_covers_every_run_at_those_rates():
             p99.setdefault(run["config"]["scheduler"], []).append(run["summary"]["ttft_ms"]["p99"])
             rates.add(run["config"]["rate"])
     f, d = p99["sjf-ontime"], p99["default"]
-    text = report.price_fact(rows, caps)
+    text = slo.price_fact(rows, caps)
     assert f"at {' and '.join(sorted(rates, key=float))} req/s, the rates above the SLO capacity" in text
     assert (f"its TTFT P99 is {min(f):.0f}-{max(f):.0f} ms over every run against the default's "
             f"{min(d):.0f}-{max(d):.0f} ms") in text
@@ -557,7 +559,7 @@ def test_the_handout_runs_order_of_the_budgets_is_computed():
             handout.setdefault(budget, []).append(run["summary"]["output_throughput_tok_s"])
     order = sorted(handout, key=lambda b: statistics.median(handout[b]))
     slowest = min(per_budget, key=lambda b: statistics.median(per_budget[b]))
-    fact = report.handout_order_fact(rows, pd.concat([rows, layer.run_rows(layer.load_runs(RESULTS / "task2"))]))
+    fact = task2.handout_order_fact(rows, pd.concat([rows, layer.run_rows(layer.load_runs(RESULTS / "task2"))]))
     assert f"order the same budgets {' < '.join(map(str, order))} by median" in fact
     assert (f"{slowest} is the slowest there too" in fact) == (order[0] == slowest)
     assert (f"{slowest}, the sweep's slowest, is not the slowest there ({order[0]} is" in fact) == (order[0] != slowest)
@@ -577,7 +579,7 @@ def test_requests_over_30_s_end_to_end_are_counted_per_run_from_the_arrays():
                        []).append((run.config["run"], slow, len(d["ttfts"])))
     over = {k: sorted(v) for k, v in per.items() if any(s for _, s, _ in v)}
     assert over  # budget 1024 at rate inf, 4 API servers
-    fact = next(a for a in report.task2_answers(res.rows("task2"), None, report.slow_request_rows(res.runs("task2")))
+    fact = next(a for a in task2.task2_answers(res.rows("task2"), None, task2.slow_request_rows(res.runs("task2")))
                 if a.startswith("Requests slower than 30 s end to end"))
     for (setting, rate, budget), runs in over.items():
         counts = [str(s) for _, s, _ in runs]

@@ -1,0 +1,49 @@
+"""Section 1 of the report, the environment: GPU, model, weights and versions per task, read from the
+``meta`` block of every results file, so each number below can be traced to the machine it ran on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.document import Block, bullets, heading, para, table
+from harness.results import Results, date_range, meta_field
+
+
+def environment_section(res: Results) -> list[Block]:
+    """GPU, model, weights and versions per task, straight from the ``meta`` blocks."""
+    task1 = [m.get("meta") or {} for m in (res.task1 or {}).get("methods", {}).values()]
+    tasks = {"Task 1": task1, "Task 2": [r.meta for r in res.runs("task2")],
+             "Task 3": [r.meta for r in res.runs("task3")],
+             "SLO studies": [r.meta for r in res.runs("slo")]}
+    present = {name: metas for name, metas in tasks.items() if metas}
+    blocks = [heading("1 Environment")]
+    if not present:
+        return blocks + [para("No results files under `results/`: nothing to report.", place="both")]
+    env = lambda m, *path, **kw: meta_field(m, *path, missing="missing", **kw)  # noqa: E731
+    rows = {
+        "results": lambda n, m: f"{len(m)} {'methods' if n == 'Task 1' else 'run files'}",
+        "GPU": lambda n, m: f"{env(m, 'gpu', 'count')}x {env(m, 'gpu', 'name')}",
+        "GPU memory (GiB)": lambda n, m: env(m, "gpu", "memory_gib"),
+        "driver / CUDA": lambda n, m: f"{env(m, 'gpu', 'driver')} / {env(m, 'gpu', 'cuda')}",
+        "vLLM / torch / transformers": lambda n, m: " / ".join(env(m, "versions", k) for k in
+                                                              ("vllm", "torch", "transformers")),
+        "model, weights": lambda n, m: (f"{env(m, 'model', shorten=lambda v: Path(v).name)}, "
+                                        f"{env(m, 'weights')}"),
+        "dates (UTC)": lambda n, m: date_range([str(x["date_utc"]) for x in m if x.get("date_utc")]),
+    }
+    frame = pd.DataFrame([{"": label, **{n: get(n, m) for n, m in present.items()}}
+                          for label, get in rows.items()])
+    notes = ["GPU memory reads 139.8 GiB (torch's `total_memory`, earlier files) or 140.4 GiB "
+             "(nvidia-smi's `memory.total`) for the same H200."]
+    if any(str(m.get("weights")).startswith("dummy") for ms_ in present.values() for m in ms_):
+        notes.append("Weights are dummy: random values in the model's real shapes. Latency, "
+                     "throughput and memory depend on shapes, not values; every request is "
+                     "forced to its full output length (`ignore_eos`).")
+    missing = [name for name in tasks if name not in present and name != "SLO studies"]  # the study is optional
+    if missing:
+        notes.append(f"No results for {', '.join(missing)}.")
+    return blocks + [para("From the provenance (`meta`) of every results file; values that differ "
+                          "between runs are all listed."), table(frame), bullets(notes)]

@@ -1,0 +1,131 @@
+"""Section 5 of the report, Task 3: the scheduling strategies against vLLM's default, point by point
+(tables, figure 3A, factors against the default), and what the runs that kept up resolve. The
+folders that measure SLO capacity are left to section 6 (``harness/report/slo.py``).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.document import Block, bullets, heading, image, para, table
+from harness.results import (BUDGET, THROUGHPUT, Results, load_label, point_table, provenance_line, shown,
+                             sitting_text, span_text, strategy_label, ttft_by_prompt_length)
+from harness.rules import MIN_RUNS_TO_SEPARATE, against_default, kept_up, ratio, separated, separating, spread_factor
+from harness.report.slo import capacity_folders
+from harness.report.text import factor, lag_sentence, no_results, unit_less
+
+
+STRATEGY_MOTIVATION = {
+    "prefill-first": "Strategy A (the handout's): while any prefill work is pending, a step holds "
+                     "only prefills; otherwise only decodes. Expected: lower TTFT, higher ITL.",
+    "sjf": "Strategy B1 (ours): the waiting queue ordered by prompt length, shortest first. "
+           "Expected: short prompts stop waiting behind long ones; long prompts pay.",
+}
+
+
+def factors_table(part: pd.DataFrame) -> pd.DataFrame | None:
+    """Each strategy against vLLM's default at one point, from runs that kept up: TTFT gain =
+    default / strategy (>1 better), ITL cost = strategy / default (>1 worse); medians over runs,
+    marked where the two strategies' runs do not separate (``separated``)."""
+    up = kept_up(part)
+    med = point_table(up, ["strategy"]).set_index("strategy")
+    if "default" not in med.index or len(med) < 2:
+        return None
+    runs = {name: group for name, group in up.groupby("strategy")}
+
+    def cell(name: str, column: str, gain: bool) -> str:
+        a, b = (med.at["default", column], med.at[name, column]) if gain else (med.at[name, column], med.at["default", column])
+        own, base = runs[name][column], runs["default"][column]
+        few = min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE
+        return factor(ratio(a, b)) + ("" if separated(own, base) else " (too few runs)" if few else " (overlap)")
+
+    return pd.DataFrame([{
+        "strategy": strategy_label(name),
+        **{f"{unit_less(c)} gain": cell(name, c, True) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")},
+        **{f"{unit_less(c)} cost": cell(name, c, False) for c in ("ITL P50 (ms)", "ITL P99 (ms)")},
+        "throughput": cell(name, THROUGHPUT, False),
+        "runs (strategy / default)": f"{int(med.at[name, 'runs'])} / {int(med.at['default', 'runs'])}",
+    } for name in med.index if name != "default"])
+
+
+def separations(rows: pd.DataFrame) -> list[str]:
+    """Per strategy, the metrics on which its runs and the default's separate at some point, with
+    the range of strategy / default (medians): 'Strategy A: prefill-first ITL P99 3.99-5.07x (2 points)'."""
+    found = pd.DataFrame([{"strategy": name, "metric": unit_less(c), "x": ratio(own[c].median(), base[c].median())}
+                          for _, name, own, base in against_default(rows) for c in separating(own, base)])
+    if found.empty:
+        return []
+    spans = lambda x: factor(x.iloc[0]) if len(x) == 1 else f"{x.min():.2f}-{x.max():.2f}x ({len(x)} points)"  # noqa: E731
+    return [f"{strategy_label(name)} " + ", ".join(f"{metric} {spans(x)}" for metric, x in
+                                                     g.groupby("metric", sort=False)["x"])
+            for name, g in found.groupby("strategy", sort=False)]
+
+
+def task3_answers(rows: pd.DataFrame) -> list[str]:
+    """What the runs that kept up resolve at each point: the metrics on which a strategy's runs and
+    the default's separate, and how far runs of one strategy spread on the rest."""
+    facts = []
+    for (folder, workload, rate), name, own, base in against_default(rows):
+        found = [f"{unit_less(c)} {span_text(own[c], 0)} against {span_text(base[c], 0)}"
+                 for c in separating(own, base)]
+        (spread, who), column = max((spread_factor(p, c, "strategy"), c) for p in (own, base)
+                                    for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
+        widest = pd.concat([own, base]).query("strategy == @who")[column]
+        facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, "
+                     f"{sitting_text(pd.concat([own, base])['sitting'])}, {len(own)} / "
+                     f"{len(base)} runs against the default): "
+                     + (f"too few runs to separate (at least {MIN_RUNS_TO_SEPARATE} a side)"
+                        if min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE else
+                        f"every run beyond every run on {'; '.join(found)}" if found else "no metric separated")
+                     + f". Runs of one strategy differ by up to {factor(spread)} (highest / lowest) in TTFT "
+                       f"P50/P99 ({strategy_label(who)}, {unit_less(column)} {span_text(widest, 0)} ms), so "
+                       "a TTFT difference smaller than that is not resolved by these runs.")
+    if facts:
+        facts.append("With 3 runs a side, two equal strategies separate on one metric by chance 1 time "
+                     "in 10, so a separation with a small factor is a lead to re-test, not a finding; a "
+                     "large factor that separates on both loads is both.")
+    if rows["lagged"].any():
+        facts.append(lag_sentence(rows, "the Task 3 runs that lagged"))
+    return facts
+
+
+def task3_section(res: Results) -> list[Block]:
+    blocks = [heading("5 Task 3: scheduling strategies")]
+    rows = res.rows("task3")
+    if rows.empty:
+        return blocks + [no_results("Task 3", "task3/", "bash task3.sh",
+                                    "The strategy tables, figure 3A and the analysis")]
+    cfg = res.runs("task3")[0].config
+    motivation = [STRATEGY_MOTIVATION[n] for n in sorted(set(rows["strategy"])) if n in STRATEGY_MOTIVATION]
+    blocks += [bullets(motivation),
+               para(f"Server flags `{cfg.get('server_args', '').strip()}`; a request slower than "
+                    f"{cfg.get('timeout_s')} s end to end is a timeout, failures count as +inf "
+                    f"latency; mixed and fallback steps from the engine-side recorder (our "
+                    f"strategies only); each point's table is in `tables.md`. "
+                    f"{provenance_line([r.meta for r in res.runs('task3')])}.")]
+    sweeps = capacity_folders(res)  # their runs are read in section 6, as SLO capacity
+    rows = rows[~rows["folder"].isin(sweeps)]
+    for folder in (f for f in res.folders("task3") if f not in sweeps):
+        for workload, rate in res.points(folder):
+            part = rows[(rows["folder"] == folder) & (rows["workload"] == workload) & (rows["rate"] == rate)]
+            title = f"{workload}, {load_label(rate)}" + (f" ({folder})" if folder != "task3" else "")
+            blocks += [heading(title, 3),
+                       table(shown(point_table(part, ["setting", "strategy"]),
+                                   (BUDGET, "attainment", "goodput (req/s)")), place="appendix"),
+                       image(res.folder, f"{folder}_3A_cdf_{workload}_rate-{rate}.png",
+                             f"3A: TTFT and ITL CDFs, {title}, every run")]
+            factors = factors_table(part)
+            if factors is not None:
+                blocks += [para("Against vLLM's default, from runs that kept up:"), table(factors)]
+            if part["lagged"].any():
+                blocks.append(para(lag_sentence(part, "this point's lagged runs"), place="both"))
+            if not workload.startswith("fixed") and {"sjf", "sjf-ontime"} & set(part["strategy"]):
+                by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
+                blocks += [heading(f"TTFT by prompt length (quartiles, each strategy's runs pooled): {title}", 4,
+                                   place="appendix"), table(shown(by_len), place="appendix")]
+    blocks += [heading("Answers from the data", 3), bullets(task3_answers(rows))]
+    failed = int(rows["timeouts"].sum() + rows["failed"].sum())
+    blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
+                       f"{failed} requests timed out or failed over all Task 3 runs (per run in "
+                       "`task3_runs.csv`); they stay in the percentiles, failures as +inf."))
+    return blocks
