@@ -97,6 +97,20 @@ def plot_task2(runs: pd.DataFrame, figures: Path) -> list[Path]:
     return [a1, _save(fig, figures / "task2_A2_throughput.png")]
 
 
+def plain_ms_ticks(ax: Any) -> None:
+    """A log x axis in plain numbers (50, 100, not 5x10^1); under two decades also 2x and 5x each
+    power of ten, where matplotlib would label every minor tick and the labels would overlap."""
+    low, high = ax.get_xlim()
+    narrow = np.log10(high / low) < 2
+
+    def minor(x: float, _: Any) -> str:
+        leading = round(x / 10 ** np.floor(np.log10(x)))
+        return f"{x:g}" if narrow and leading in (2, 5) else ""
+
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor))
+
+
 def plot_cdfs(loaded: list[Run], workload: str, rate: str, figures: Path) -> Path:
     """3A: TTFT and ITL CDFs (log-x, ms), one curve per run, a colour per strategy (and setting
     where a folder has several), dashed where the front end lagged. Failed requests keep the
@@ -119,6 +133,7 @@ def plot_cdfs(loaded: list[Run], workload: str, rate: str, figures: Path) -> Pat
                         label=label if ax is ax_ttft else None)
     for ax, title in ((ax_ttft, "TTFT"), (ax_itl, "ITL, per streamed chunk")):
         ax.set_xscale("log")
+        plain_ms_ticks(ax)
         ax.set_xlabel(f"{title} (ms, log scale)")
         ax.set_ylim(0, 1.01)
         ax.grid(True, which="both", alpha=0.3)

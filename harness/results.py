@@ -293,6 +293,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "offered (tok/s)": offered_tok_s(cfg),
             "budget set": "by the flag" if budget == budget_flag(cfg) else "at run time",
             "study": (cfg.get("study") or {}).get("name"),
+            "round": (cfg.get("study") or {}).get("round"),
         })
     frame = pd.DataFrame(rows)
     if not frame.empty:  # a reading a run lacks is NaN, so medians and rounding stay numeric
@@ -394,6 +395,11 @@ def kept_request_values(run: Run) -> dict[str, list[float]]:
             "itl_ms": [x * 1e3 for i in kept if i in ok for x in detail["itls"][i]]}
 
 
+def prompt_lengths(loaded: list[Run], workload: str, rate: str) -> set[int]:
+    """The prompt lengths (tokens) a point's runs sent: one value on a fixed-length load."""
+    return {n for run in loaded if run.point == (workload, rate) for n in run.detail["input_lens"]}
+
+
 def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
                           buckets: int = 4) -> pd.DataFrame:
     """TTFT P50/P99 per prompt-length quartile and strategy, pooled over the point's runs: who
@@ -404,9 +410,9 @@ def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
             values = kept_request_values(run)
             frames.append(pd.DataFrame({"strategy": run.config["scheduler"], "len": values["input_lens"],
                                         "ttft": values["ttft_ms"], "lagged": run.frontend["lagged"]}))
-    if not frames:
+    frame = pd.concat(frames) if frames else pd.DataFrame({"len": []})
+    if frame["len"].nunique() < buckets:  # one length (the fixed load): no quartiles to compare
         return pd.DataFrame()
-    frame = pd.concat(frames)
     frame["bucket"] = pd.qcut(frame["len"], buckets, duplicates="drop")
     rows = []
     for (tag, bucket), group in frame.groupby(["strategy", "bucket"], observed=True):

@@ -141,6 +141,15 @@ def against_default(rows: pd.DataFrame) -> Iterator[Comparison]:
                 yield point, name, own, base
 
 
+def round_ratios(own: pd.DataFrame, base: pd.DataFrame, column: str) -> pd.Series:
+    """``own`` / ``base`` in ``column`` within each round of an interleaved study where both have
+    a run (minutes apart, on one server), by round: the comparison on which a drift of the machine
+    over the study weighs least. Empty for runs outside a study."""
+    a, b = (side.dropna(subset=["round"]).set_index("round")[column] for side in (own, base))
+    both = a.index.intersection(b.index).sort_values()
+    return a[both] / b[both]
+
+
 def slo_capacity(rates: pd.Series, attained: pd.Series, level: float = 0.9) -> float:
     """Highest rate with attainment >= ``level``, linear between the grid rates around the last
     crossing; the top rate where all meet it (a lower bound), NaN where none does."""

@@ -192,6 +192,35 @@ def test_task3_answers_claim_only_what_every_run_separates():
         "Strategy B1: SJF ITL P99 3.00-5.00x (2 points)"]  # the summary's range over points
 
 
+def test_the_handout_rate_answer_pairs_runs_within_rounds_recomputed_from_the_files():
+    """At 8 req/s the study's answer pairs Strategy A with the default round by round (both kept
+    up) and compares that with SJF against the default, an A/A pair on a one-length load; every
+    figure is recomputed here from the run files and the study's order."""
+    folder = RESULTS / "task3_api-4_rate8"
+    order = json.loads((folder / "study.json").read_text())["order"]
+    runs = {(o["strategy"], o["round"]): json.loads((folder / o["file"]).read_text()) for o in order}
+    up = {key: run for key, run in runs.items() if not run["frontend"]["lagged"]}
+    rounds = sorted(r for (name, r) in up if name == "prefill-first" and ("default", r) in up)
+    p99 = lambda name, r, metric: up[(name, r)]["summary"][metric]["p99"]  # noqa: E731
+    ttft = [p99("prefill-first", r, "ttft_ms") / p99("default", r, "ttft_ms") for r in rounds]
+    itl = [p99("prefill-first", r, "itl_ms") / p99("default", r, "itl_ms") for r in rounds]
+    rows = layer.run_rows(layer.load_runs(folder))
+    points = {("task3_api-4_rate8", "random-1024in-256out", "8")}
+    [(finding, mechanism)] = task3.handout_rate_answers(rows, points)
+    assert f"TTFT P99 {min(ttft):.2f}-{max(ttft):.2f}x and ITL P99 {min(itl):.2f}-{max(itl):.2f}x" in finding
+    twin = [p99("sjf", r, m) / p99("default", r, m) for r in rounds for m in ("ttft_ms", "itl_ms")
+            if ("sjf", r) in up]
+    own, noise = max(max(x, 1 / x) for x in ttft + itl), max(max(x, 1 / x) for x in twin)
+    assert f"at most {own:.2f}x from even" in finding and f"A/A comparison (up to {noise:.2f}x)" in finding
+    assert ("not measurable" in finding) == (own <= noise)
+    chunks = [runs[("prefill-first", r)]["engine"]["scheduler_counts_this_run"] for r in rounds]
+    assert all(c["steps"]["mixed"] == 0 and c["steps"]["prefill_only"] > 0 for c in chunks)
+    assert "prompt tokens under A" in mechanism
+    # Without the one-length fact there is no A/A pair to compare with; outside a study, no pairs at all.
+    assert "A/A" not in task3.handout_rate_answers(rows, set())[0][0]
+    assert task3.handout_rate_answers(rows.assign(round=None), points) == []
+
+
 def test_replay_validation_recomputed_from_the_files():
     """Section 6b's errors: the median of each point's replays (3 residual seeds) against the median
     of the GPU runs of the same load (one client, kept up), recomputed here straight from the JSON

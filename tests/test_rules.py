@@ -82,3 +82,10 @@ def test_below_pairs_and_the_theory_verdict_on_runs_known_by_hand():
     assert rules.trend_verdict(pairs, rises=False) == "contradicted"
     assert rules.trend_verdict(pairs + [(2048, 1024)], rises=True) == "mixed"
     assert rules.trend_verdict([], rises=True) == "no pair separates"
+
+
+def test_round_ratios_pair_the_runs_of_one_round_only():
+    own = pd.DataFrame({"round": [1, 2, 3], "x": [10.0, 30.0, 50.0]})
+    base = pd.DataFrame({"round": [1, 3, None], "x": [20.0, 25.0, 99.0]})
+    assert rules.round_ratios(own, base, "x").to_dict() == {1: 0.5, 3: 2.0}
+    assert rules.round_ratios(own.assign(round=None), base, "x").empty  # runs outside a study

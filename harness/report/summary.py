@@ -11,9 +11,9 @@ from harness.document import Block, bullets, heading
 from harness.results import BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, Results, load_label, span_text, task2_table
 from harness.rules import MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, below_pairs, chat_budget, kept_up, ratio, trend_verdict
 from harness.report.frontend import lift_rows, several_api_servers, task2_verdicts
-from harness.report.slo import Sweep, capacity_fact
+from harness.report.slo import Sweep, capacity_fact, capacity_folders
 from harness.report.task2 import THEORY
-from harness.report.task3 import separations
+from harness.report.task3 import handout_rate_answers, one_length_points, separations
 from harness.report.text import factor
 
 
@@ -43,6 +43,10 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
         if task == "task2":
             items += [f"Task 2, {v[0].lower()}{v[1:]}" for v in task2_verdicts(rows)[:1]]
             items += task2_rate_summary(rows)
+        if task == "task3":
+            sweeps_rows = rows[~rows["folder"].isin(capacity_folders(res))]
+            items += [f"Task 3: {finding[0].lower()}{finding[1:-1]} (section 5)."
+                      for finding, _ in handout_rate_answers(sweeps_rows, one_length_points(res, sweeps_rows))]
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: where every run of a strategy lies beyond every run of "
                          f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")

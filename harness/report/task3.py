@@ -8,9 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
-from harness.results import (BUDGET, THROUGHPUT, Results, load_label, point_table, provenance_line, shown,
-                             sitting_text, span_text, strategy_label, ttft_by_prompt_length)
-from harness.rules import MIN_RUNS_TO_SEPARATE, against_default, kept_up, ratio, separated, separating, spread_factor
+from harness.results import (BUDGET, PREFILL_CHUNK, THROUGHPUT, Results, load_label, point_table, prompt_lengths,
+                             provenance_line, shown, sitting_text, span_text, strategy_label, ttft_by_prompt_length)
+from harness.rules import (MIN_RUNS_TO_SEPARATE, against_default, kept_up, ratio, round_ratios, separated, separating,
+                           spread_factor)
 from harness.report.slo import capacity_folders
 from harness.report.text import factor, lag_sentence, no_results, unit_less
 
@@ -61,6 +62,87 @@ def separations(rows: pd.DataFrame) -> list[str]:
             for name, g in found.groupby("strategy", sort=False)]
 
 
+PAIRED = ("TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)", "ITL P99 (ms)")
+
+
+def within_rounds(own: pd.DataFrame, base: pd.DataFrame) -> str | None:
+    """A strategy against the default round by round of an interleaved study (both runs kept
+    up), beside how far the default's own runs drift across those rounds: when the pairs differ
+    less than the default does from round to round, the two are not told apart at this point,
+    whatever the medians say."""
+    pairs = {c: round_ratios(own, base, c) for c in PAIRED}
+    rounds = list(pairs[PAIRED[0]].index)
+    if not rounds:
+        return None
+    paired_base = base[base["round"].isin(rounds)]
+    within = max(max(r, 1 / r) for x in pairs.values() for r in x if r > 0)
+    drift, column = max((ratio(paired_base[c].max(), paired_base[c].min()), c) for c in PAIRED)
+    listed = "; ".join(f"{unit_less(c)} " + ", ".join(f"{r:.2f}x" for r in x) for c, x in pairs.items())
+    verdict = (f"within a round the two differ by at most {factor(within)}, less than the default's own "
+               f"{unit_less(column)} moved across these rounds ({span_text(paired_base[column], 1)} ms, "
+               f"{factor(drift)}): at this point they are not told apart"
+               if within < drift else
+               f"within a round they differ by up to {factor(within)}, more than the default's own drift "
+               f"across these rounds (up to {factor(drift)}, {unit_less(column)})")
+    return (f"Paired within the study's round{'s' if len(rounds) > 1 else ''} "
+            f"{', '.join(str(int(r)) for r in rounds)} (strategy / default, runs minutes apart on one "
+            f"server): {listed}; {verdict}")
+
+
+def step_text(part: pd.DataFrame) -> str | None:
+    """What the engine's recorder saw per run, by strategy: the mixed steps and the prompt tokens
+    a step holding prefill carried, which show how the strategies laid out the same load."""
+    facts = [f"{strategy_label(name)}: mixed steps {span_text(g['mixed steps'], 0)}, "
+             f"{span_text(g[PREFILL_CHUNK], 0)} prompt tokens per step holding prefill"
+             for name, g in part.groupby("strategy", sort=False) if g[PREFILL_CHUNK].notna().any()]
+    return ("Engine steps per run (the recorder's counts): " + "; ".join(facts) + ".") if facts else None
+
+
+HANDOUT_RATE = "8"  # the handout's Task 3 rate (req/s)
+A_A = ("Every prompt of this load has the same length, so SJF admits in arrival order, as vLLM's "
+       "default does: SJF against the default is an A/A comparison here, and how far their runs "
+       "differ is this point's noise floor.")
+
+
+def one_length_points(res: Results, rows: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """The (folder, workload, rate) points whose prompts all have one length (the fixed load)."""
+    points = rows[["folder", "workload", "rate"]].drop_duplicates().itertuples(index=False)
+    return {tuple(p) for p in points if len(prompt_lengths(res.serving[p.folder], p.workload, p.rate)) == 1}
+
+
+def handout_rate_answers(rows: pd.DataFrame, one_length: set[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """The handout's Task 3 questions at its own rate, from the interleaved studies there: what
+    Strategy A gains and costs against the default, set beside the A/A spread where the load
+    makes SJF the default's twin (``one_length``: the points whose prompts share one length).
+    Each answer is (the finding, the mechanism the engine's steps show)."""
+    facts = []
+    study = kept_up(rows[(rows["rate"] == HANDOUT_RATE) & rows["round"].notna()])
+    for (folder, workload, rate), part in study.groupby(["folder", "workload", "rate"], sort=False):
+        base, a = part[part["strategy"] == "default"], part[part["strategy"] == "prefill-first"]
+        pairs = {c: round_ratios(a, base, c) for c in ("TTFT P99 (ms)", "ITL P99 (ms)")}
+        if base.empty or pairs["TTFT P99 (ms)"].empty:
+            continue
+        text = (f"At the handout's {load_label(rate)} ({folder}, {workload}, one server switching strategy "
+                f"run by run): Strategy A / default within each round, TTFT P99 "
+                f"{span_text(pairs['TTFT P99 (ms)'], 2)}x and ITL P99 {span_text(pairs['ITL P99 (ms)'], 2)}x")
+        twin = part[part["strategy"] == "sjf"]
+        if (folder, workload, rate) in one_length and not twin.empty:
+            deviation = lambda x: max(max(r, 1 / r) for r in x)  # noqa: E731 - how far from 1, either way
+            own = deviation(pd.concat(pairs.values()))
+            noise = deviation(pd.concat([round_ratios(twin, base, c) for c in pairs]))
+            text += (f": at most {factor(own)} from even, "
+                     + (f"less than SJF against the default on this load, an A/A comparison (up to {factor(noise)}): "
+                        "A's gain and cost are not measurable at this rate" if own <= noise else
+                        f"more than SJF against the default on this load, an A/A comparison (up to {factor(noise)})"))
+        a_chunk, base_chunk = span_text(a[PREFILL_CHUNK], 0), span_text(base[PREFILL_CHUNK], 0)
+        facts.append((text + ".", f"A step holding prefill carried {a_chunk} prompt tokens under A and "
+                      f"{base_chunk} in the default's mixed steps, about one prompt a step: A's "
+                      "prefill-only step takes the place of one mixed step, and the running decodes wait "
+                      "for about the same work either way. A's ITL cost shows where prompts queue and its "
+                      "prefill-only steps carry several of them (the points at higher rates below)."))
+    return facts
+
+
 def task3_answers(rows: pd.DataFrame) -> list[str]:
     """What the runs that kept up resolve at each point: the metrics on which a strategy's runs and
     the default's separate, and how far runs of one strategy spread on the rest."""
@@ -79,7 +161,8 @@ def task3_answers(rows: pd.DataFrame) -> list[str]:
                         f"every run beyond every run on {'; '.join(found)}" if found else "no metric separated")
                      + f". Runs of one strategy differ by up to {factor(spread)} (highest / lowest) in TTFT "
                        f"P50/P99 ({strategy_label(who)}, {unit_less(column)} {span_text(widest, 0)} ms), so "
-                       "a TTFT difference smaller than that is not resolved by these runs.")
+                       "a TTFT difference smaller than that is not resolved by these runs."
+                     + (f" {paired}." if (paired := within_rounds(own, base)) else ""))
     if facts:
         facts.append("With 3 runs a side, two equal strategies separate on one metric by chance 1 time "
                      "in 10, so a separation with a small factor is a lead to re-test, not a finding; a "
@@ -105,6 +188,7 @@ def task3_section(res: Results) -> list[Block]:
                     f"{provenance_line([r.meta for r in res.runs('task3')])}.")]
     sweeps = capacity_folders(res)  # their runs are read in section 6, as SLO capacity
     rows = rows[~rows["folder"].isin(sweeps)]
+    one_length = one_length_points(res, rows)
     for folder in (f for f in res.folders("task3") if f not in sweeps):
         for workload, rate in res.points(folder):
             part = rows[(rows["folder"] == folder) & (rows["workload"] == workload) & (rows["rate"] == rate)]
@@ -117,13 +201,18 @@ def task3_section(res: Results) -> list[Block]:
             factors = factors_table(part)
             if factors is not None:
                 blocks += [para("Against vLLM's default, from runs that kept up:"), table(factors)]
+            if steps := step_text(part):
+                blocks.append(para(steps))
+            if (folder, workload, rate) in one_length and {"sjf", "default"} <= set(part["strategy"]):
+                blocks.append(para(A_A))
             if part["lagged"].any():
                 blocks.append(para(lag_sentence(part, "this point's lagged runs"), place="both"))
-            if not workload.startswith("fixed") and {"sjf", "sjf-ontime"} & set(part["strategy"]):
-                by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
+            by_len = ttft_by_prompt_length(res.serving[folder], workload, rate)
+            if {"sjf", "sjf-ontime"} & set(part["strategy"]) and not by_len.empty:
                 blocks += [heading(f"TTFT by prompt length (quartiles, each strategy's runs pooled): {title}", 4,
                                    place="appendix"), table(shown(by_len), place="appendix")]
-    blocks += [heading("Answers from the data", 3), bullets(task3_answers(rows))]
+    blocks += [heading("Answers from the data", 3),
+               bullets([" ".join(answer) for answer in handout_rate_answers(rows, one_length)] + task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
                        f"{failed} requests timed out or failed over all Task 3 runs (per run in "
