@@ -1,6 +1,8 @@
 """The lab's supporting modules, one package: the sweeps (``sweep``) and the harness that runs one
-server configuration (``serve_bench``), the strategy registry without vLLM (``strategies``), what
-the host's processes and GPU do meanwhile (``host_monitor``), the metrics and the front-end check
+server configuration (``serve_bench``, with the server process in ``server``, the benchmark
+clients in ``bench_client`` and the result record in ``run_record``), the strategy registry
+without vLLM (``strategies``), what the host's processes and GPU do meanwhile
+(``host_monitor``), the metrics and the front-end check
 (``lab_metrics``), provenance (``provenance``), the offline model files (``offline_model``), the
 in-process scheduler driver and replay simulator (``sched_sim``, ``step_model``), the results layer
 (``results``), the rules behind each conclusion (``rules``), and the report that words them

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.serve_bench import GATE_MARKER, LockstepBarrier
+from harness.bench_client import GATE_MARKER, LockstepBarrier
 
 POLL_S = 0.001  # the clients pass within about this much of each other
 

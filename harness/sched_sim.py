@@ -408,7 +408,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                                      unpack_detail, write_run)
     from harness.provenance import write_json_atomic
     from harness.provenance import collect_meta
-    from harness.serve_bench import SCHEMA_VERSION, flag_params, number_text, rate_label
+    from harness.run_record import SCHEMA_VERSION, flag_params, number_text, rate_label
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)

@@ -55,10 +55,10 @@ from harness.lab_metrics import WARMUP_FRACTION, run_timing, write_run  # noqa: 
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
                                 write_json_atomic)
-from harness.serve_bench import (BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER,  # noqa: E402
-                                 SCHEMA_VERSION, HarnessError, MetricsPoller, Server, free_port, measured_blocks,
-                                 number_text, read_stats, result_name, server_command, strategy_settings,
-                                 weights_label)
+from harness.bench_client import BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER  # noqa: E402
+from harness.run_record import (SCHEMA_VERSION, measured_blocks, number_text, read_stats, result_name,  # noqa: E402
+                                strategy_settings, weights_label)
+from harness.server import HarnessError, MetricsPoller, Server, free_port, server_command  # noqa: E402
 from harness.strategies import resolve_strategy, runtime_class, strategy  # noqa: E402
 
 STUDY_FILE = "study.json"
@@ -312,7 +312,7 @@ def note_host(record: dict[str, Any], folder: Path, calls_runs: list[str]) -> No
 # ---- The server ---------------------------------------------------------------------------------
 class AttachedProcess:
     """A server's leader started by an earlier call (in its own session, so it outlived that call):
-    the part of ``subprocess.Popen`` that ``serve_bench.Server`` uses."""
+    the part of ``subprocess.Popen`` that ``server.Server`` uses."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid

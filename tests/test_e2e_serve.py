@@ -20,7 +20,7 @@ import pytest
 
 import my_scheduler as ms
 from harness import host_monitor as hm
-from harness import serve_bench as sb
+from harness import server as srv
 
 pytestmark = pytest.mark.e2e
 
@@ -113,7 +113,7 @@ def test_task2_sweep_end_to_end_on_cpu(cpu_env, tmp_path):
 
 
 def test_a_server_that_fails_to_start_is_reported_with_its_log(cpu_env, tmp_path):
-    port = sb.free_port()
+    port = srv.free_port()
     proc = subprocess.run(
         [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "t", "--tag", "broken",
          "--out-dir", str(tmp_path), "--model", TINY, "--dummy-weights", "--port", str(port),

@@ -22,7 +22,10 @@ import pytest
 
 from harness import results as layer
 from harness import host_monitor as hm
+from harness import bench_client as bc
+from harness import run_record as rr
 from harness import serve_bench as sb
+from harness import server as srv
 from harness.lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
                          read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
                          write_run)
@@ -230,7 +233,7 @@ def test_prometheus_text_is_parsed_with_labels():
         'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="72544"} 1.0\n'
         'vllm:num_preemptions_total{engine="0",model_name="m"} 3.0\n'
     )
-    samples = sb.parse_metrics(text)
+    samples = srv.parse_metrics(text)
     assert samples[0] == ("vllm:kv_cache_usage_perc", {"engine": "0", "model_name": "models/x"}, 0.25)
     assert samples[1][1]["num_gpu_blocks"] == "72544"
     assert samples[2][2] == 3.0
@@ -242,11 +245,11 @@ def test_recorder_counters_are_diffed_per_run():
     before["policy_settings"] = {"ttft_slo_ms": 500.0}
     after = {"steps": {"total": 25, "mixed": 2}, "tokens": {"prefill": 400}, "policy": {"fallback_steps": 4},
              "queues": {"preemptions": 5}, "policy_settings": {"ttft_slo_ms": 500.0}}
-    assert sb.counters_delta(before, after) == {
+    assert rr.counters_delta(before, after) == {
         "steps": {"total": 15, "mixed": 0}, "tokens": {"prefill": 300},
         "policy": {"fallback_steps": 3}, "policy_settings": {"ttft_slo_ms": 500.0},
         "preemptions": 4}
-    assert sb.counters_delta(None, None) is None
+    assert rr.counters_delta(None, None) is None
 
 
 def _args(tmp_path, *extra: str):
@@ -310,7 +313,7 @@ def test_a_restarted_server_appends_to_its_log(tmp_path):
 
     log_path = tmp_path / "logs" / "x_server.log"
     for word in ("first", "second"):
-        server = sb.Server(["echo", word], dict(os.environ), log_path, 0)
+        server = srv.Server(["echo", word], dict(os.environ), log_path, 0)
         server.start()
         server.process.wait()
     text = log_path.read_text()
@@ -376,14 +379,14 @@ def test_load_window_measures_the_server_only_while_the_client_sends(tmp_path):
                                "while time.time() - t < 1.0: pass\ntime.sleep(2)"], start_new_session=True)
     # The client spins while it "sends" (its CPU is read too) and sleeps otherwise.
     client = [sys.executable, "-c", "import time, sys\ntime.sleep(0.95)\n"
-              f"print({sb.MAIN_RUN_MARKER!r}, flush=True)\nt = time.time()\n"
+              f"print({bc.MAIN_RUN_MARKER!r}, flush=True)\nt = time.time()\n"
               "while time.time() - t < 1.1: pass\n"
-              f"print('=== ' + {sb.RESULT_MARKER!r} + ' ===', flush=True)\ntime.sleep(1.0)"]
+              f"print('=== ' + {bc.RESULT_MARKER!r} + ' ===', flush=True)\ntime.sleep(1.0)"]
     gpu = _ScriptedGpu(lambda: 80.0 if 1.0 <= time.monotonic() - t0 <= 2.0 else 0.0)
     try:
         with gpu:
             window = hm.LoadWindow(server.pid, gpu)
-            sb.run_clients([sb.BenchClient(client, tmp_path / "client.log")], dict(os.environ), window)
+            bc.run_clients([bc.BenchClient(client, tmp_path / "client.log")], dict(os.environ), window)
             window.end()
     finally:
         server.kill()
@@ -418,8 +421,8 @@ def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_
     (result already there) or any run after it left costs no wait; alone, a run starts after
     the timeout and says so."""
 
-    a = sb.LockstepBarrier(tmp_path / "sync", 2, "a", timeout_s=30.0)
-    b = sb.LockstepBarrier(tmp_path / "sync", 2, "b", timeout_s=30.0)
+    a = bc.LockstepBarrier(tmp_path / "sync", 2, "a", timeout_s=30.0)
+    b = bc.LockstepBarrier(tmp_path / "sync", 2, "b", timeout_s=30.0)
     seen = {}
     late = threading.Thread(target=lambda: (time.sleep(0.5), seen.update(b=b.wait("rate-8_run-1"))))
     late.start()
@@ -432,7 +435,7 @@ def test_lockstep_starts_partners_together_and_never_waits_for_the_departed(tmp_
     b.leave()
     after = a.wait("rate-16_run-1")
     assert not after["all_met"] and after["left_before"] == ["b"] and after["waited_s"] < 1
-    alone = sb.LockstepBarrier(tmp_path / "other", 2, "c", timeout_s=0.3).wait("k")
+    alone = bc.LockstepBarrier(tmp_path / "other", 2, "c", timeout_s=0.3).wait("k")
     assert not alone["all_met"] and alone["waited_s"] >= 0.3
 
 
@@ -508,7 +511,7 @@ def test_the_clients_of_a_split_load_pass_their_start_gate_together(tmp_path):
     second, and both pass within a small fraction of that second; what they saw is recorded."""
     from harness.bench_gate import POLL_S
 
-    code = ("import json, sys, time; from pathlib import Path; from harness.serve_bench import LockstepBarrier\n"
+    code = ("import json, sys, time; from pathlib import Path; from harness.bench_client import LockstepBarrier\n"
             "time.sleep(float(sys.argv[2]))\n"
             "r = LockstepBarrier(Path(sys.argv[1]), 2, sys.argv[3], 30, poll_s={poll}).wait('start')\n"
             "r['passed_unix_s'] = time.time()\n"
@@ -516,10 +519,10 @@ def test_the_clients_of_a_split_load_pass_their_start_gate_together(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), delay, name], cwd=sb.ROOT)
              for name, delay in (("0", "0"), ("1", "1.0"))]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    gate = sb.client_gate_record(tmp_path, 2)
+    gate = bc.client_gate_record(tmp_path, 2)
     assert gate["passed"] == 2 and gate["all_met"] is True
     assert gate["waited_s"][0] >= 0.5 and gate["pass_spread_s"] < 0.25
-    assert sb.client_gate_record(tmp_path, 1) is None  # one client: no gate
+    assert bc.client_gate_record(tmp_path, 1) is None  # one client: no gate
 
 
 def test_a_client_that_fails_stops_the_other_clients_and_the_run(tmp_path):
@@ -527,10 +530,10 @@ def test_a_client_that_fails_stops_the_other_clients_and_the_run(tmp_path):
     minute: the run fails with the failed client's log, and the other is stopped, not waited for."""
     slow = [sys.executable, "-c", "import time; time.sleep(60); print('load sent'.upper(), flush=True)"]
     failing = [sys.executable, "-c", "import sys; print('error:', 'bad flag'.upper(), flush=True); sys.exit(2)"]
-    clients = [sb.BenchClient(slow, tmp_path / "slow.log"), sb.BenchClient(failing, tmp_path / "failing.log")]
+    clients = [bc.BenchClient(slow, tmp_path / "slow.log"), bc.BenchClient(failing, tmp_path / "failing.log")]
     window = hm.LoadWindow(os.getpgid(0), _ScriptedGpu(lambda: 0.0))
-    with pytest.raises(sb.HarnessError, match=r"(?s)exit code 2.*error: BAD FLAG"):
-        sb.run_clients(clients, dict(os.environ), window)
+    with pytest.raises(srv.HarnessError, match=r"(?s)exit code 2.*error: BAD FLAG"):
+        bc.run_clients(clients, dict(os.environ), window)
     assert clients[0].process is not None and clients[0].process.returncode < 0  # killed by a signal
     assert "LOAD SENT" not in (tmp_path / "slow.log").read_text()
 
@@ -545,7 +548,7 @@ def test_a_gated_client_that_fails_before_the_gate_lets_the_others_start(tmp_pat
                             cwd=sb.ROOT, capture_output=True, text=True, timeout=300)
     assert failed.returncode == 2 and "unrecognized arguments: --no-such-flag" in failed.stderr
     assert not (gate / "0.json").exists()  # it never reached the gate
-    partner = sb.LockstepBarrier(gate, 2, "1", timeout_s=600).wait("start")
+    partner = bc.LockstepBarrier(gate, 2, "1", timeout_s=600).wait("start")
     assert partner["all_met"] is False and partner["left_before"] == ["0"]
 
 
@@ -554,11 +557,11 @@ def test_client_results_merge_into_one_run():
          "errors": [""], "completed": 1, "failed": 0, "total_input_tokens": 5, "total_output_tokens": 2,
          "duration": 2.0, "output_throughput": 1.0}
     b = a | {"ttfts": [0.2], "start_times": [1.5], "duration": 4.0}
-    merged = sb.merge_client_results([a, b])
+    merged = bc.merge_client_results([a, b])
     assert merged["start_times"] == [1.0, 1.5] and merged["ttfts"] == [0.1, 0.2]
     assert (merged["completed"], merged["total_output_tokens"], merged["duration"]) == (2, 4, 4.0)
     assert merged["processes"] == 2 and len(merged["per_process"]) == 2
-    assert sb.merge_client_results([a]) is a
+    assert bc.merge_client_results([a]) is a
 
 
 def test_a_dry_run_with_every_result_present_shows_what_force_would_redo(tmp_path, capsys):
@@ -591,7 +594,7 @@ def test_start_phases_read_this_start_from_a_log_that_holds_an_earlier_one():
                      line(69, "Model loading took 1.12 GiB and 2.2 seconds"),
                      line(124, "init engine (profile, create kv cache, warmup model) took 53.29 s"),
                      "(APIServer pid=2) INFO:     Application startup complete."])
-    assert sb.start_phases(log, started) == {"api_processes_started": 39.0, "model_loaded": 69.0,
+    assert srv.start_phases(log, started) == {"api_processes_started": 39.0, "model_loaded": 69.0,
                                              "engine_ready": 124.0}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import study
-from harness.serve_bench import HarnessError
+from harness.server import HarnessError
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK2 = json.loads((ROOT / "experiments" / "task2_rate16.json").read_text())
