@@ -333,7 +333,7 @@ def read_engine_stats(path: Path, timeout_s: float = 10.0) -> dict[str, Any]:
 
 def run_vllm(model: str, prompts, args) -> dict[str, Any]:
     """Offline ``LLM.generate`` of all prompts with the KV-peak recorder as scheduler."""
-    from my_scheduler import STATS_ENV
+    from harness.step_recorder import STATS_ENV
 
     stats_path = Path(tempfile.mkdtemp(prefix="task1-vllm-")) / "scheduler_stats.json"
     os.environ[STATS_ENV] = str(stats_path)

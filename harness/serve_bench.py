@@ -291,7 +291,7 @@ def print_plan(args: argparse.Namespace, scheduler_cls: str, todo: list[RunSpec]
 def serve_and_bench(args: argparse.Namespace, scheduler_cls: str, todo: list[RunSpec],
                     barrier: LockstepBarrier | None) -> int:
     """Start the server, do every pending run, always stop the server."""
-    from my_scheduler import STATS_ENV
+    from harness.step_recorder import STATS_ENV
 
     model = resolve_model(args.model)
     port = args.port or free_port()

@@ -24,6 +24,12 @@ measured spread (independently: real slow steps come in runs).
 
     python -m harness.step_model fit LOG.csv.xz [LOG.csv ...] --gpu "NVIDIA H200" --model qwen3-0.6b \
         --out results/steplogs/qwen3-0.6b_api-4.fit.json
+    python -m harness.step_model fit-study results/calib_qwen3-0.6b --out results/steplogs/HOST.fit.json
+
+``fit-study`` fits the step log of an interleaved study whose server logged its steps (a plan with
+``"step_log": true``, such as ``experiments/calibrate.json``) and records which host measured it
+(GPU, driver, machine boot id, dates, vLLM version, API servers, budgets) from the study's files:
+a fit belongs to the machine it was measured on, since machines of one kind differ.
 
 The JSON holds the coefficients, lag, residuals, R^2, relative errors and provenance (logs with
 their SHA-256, model, GPU, date). Only a fit to measured logs may be committed.
@@ -120,6 +126,38 @@ def fit(logs: list[Path], gpu: str, model: str) -> dict[str, Any]:
     }
 
 
+STEP_LOG_FILE = "steps.csv"  # a study's step log, in its results folder's logs/ (harness/study.py)
+
+
+def study_host(folder: Path) -> dict[str, Any]:
+    """Who measured a study's step log, from its ``study.json`` (plan, hosts) and its run files'
+    provenance: the host identity a fit carries."""
+    record = json.loads((folder / "study.json").read_text())
+    plan, server = record["plan"], record["plan"]["server"]
+    metas = [json.loads(p.read_text())["meta"] for p in sorted(folder.glob("*.json")) if p.name != "study.json"]
+    if not metas:
+        raise ValueError(f"{folder}: no run files, so no host to name")
+    gpus = {json.dumps(m["gpu"], sort_keys=True) for m in metas}
+    dates = sorted(m["date_utc"] for m in metas)
+    return {"gpu": [json.loads(g) for g in sorted(gpus)], "machine_boot_ids": sorted({m["machine_boot_id"] for m in metas}),
+            "dates_utc": [dates[0], dates[-1]], "vllm": sorted({m["versions"]["vllm"] for m in metas}),
+            "git_commits": sorted({m.get("git_commit") or "" for m in metas}), "study": plan["name"],
+            "model": server["model"], "dummy_weights": server["dummy_weights"], "api_servers": server["api_servers"],
+            "max_num_batched_tokens": server["max_num_batched_tokens"],
+            "token_budgets": sorted({arm["token_budget"] for arm in plan["arms"]})}
+
+
+def fit_study(folder: Path) -> dict[str, Any]:
+    """The step-time model of a study's step log, with the host that measured it."""
+    logs = sorted((folder / "logs").glob(STEP_LOG_FILE + "*"))
+    if not logs:
+        raise ValueError(f"{folder}/logs has no {STEP_LOG_FILE}[.xz]: run a plan whose server has \"step_log\": true")
+    host = study_host(folder)
+    gpu = " / ".join(g.get("name") or "no GPU (CPU)" for g in host["gpu"])
+    model = f"{Path(host['model']).name}, {host['api_servers']} API servers"
+    return {**fit(logs, gpu, model), "host": host}
+
+
 def load(path: Path | str | None) -> dict[str, Any]:
     """A coefficient file, checked; the replay has no default: step times must be measured."""
     if not path:
@@ -162,8 +200,16 @@ def main(argv: list[str]) -> int:
     f.add_argument("--gpu", required=True, help="the GPU the logs were measured on")
     f.add_argument("--model", required=True, help="the model served (and its settings)")
     f.add_argument("--out", type=Path, required=True)
+    g = sub.add_parser("fit-study", help="fit a study's step log and record the host that measured it")
+    g.add_argument("folder", type=Path, help="a results folder of a study whose server logged its steps")
+    g.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    write_fit(fit(args.logs, args.gpu, args.model), args.out)
+    try:
+        result = fit(args.logs, args.gpu, args.model) if args.command == "fit" else fit_study(args.folder)
+    except (OSError, ValueError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write_fit(result, args.out)
     return 0
 
 

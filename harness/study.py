@@ -36,14 +36,13 @@ import contextlib
 import io
 import json
 import os
-import random
 import shlex
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +50,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # noqa: E402
-from harness.lab_metrics import WARMUP_FRACTION, run_timing, write_run  # noqa: E402
-from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
-from harness.provenance import (collect_meta, gpu_info, machine_boot_id, visible_gpu_index,  # noqa: E402
-                                write_json_atomic)
+from harness.lab_metrics import run_timing, write_run  # noqa: E402
+from harness.offline_model import kv_bytes_per_token, load_config  # noqa: E402
+from harness.provenance import collect_meta, machine_boot_id, visible_gpu_index, write_json_atomic  # noqa: E402
 from harness.bench_client import BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER  # noqa: E402
-from harness.run_record import (SCHEMA_VERSION, measured_blocks, number_text, read_stats, result_name,  # noqa: E402
+from harness.run_record import (SCHEMA_VERSION, measured_blocks, number_text, read_stats,  # noqa: E402
                                 strategy_settings, weights_label)
-from harness.server import HarnessError, MetricsPoller, Server, free_port, server_command  # noqa: E402
-from harness.strategies import resolve_strategy, runtime_class, strategy  # noqa: E402
+from harness.server import HarnessError, MetricsPoller, Server, free_port  # noqa: E402
+from harness import workloads  # noqa: E402
+from harness.step_model import STEP_LOG_FILE  # noqa: E402
+from harness.study_plan import (STUDY_FILE, PlannedRun, StudyPlan, class_in_force, note_host,  # noqa: E402
+                                open_study)
 
-STUDY_FILE = "study.json"
-STUDY_SCHEMA = 1
 EXPECTED_OVERHEAD_S = 15.0  # a run's wall time beyond its arrival window (measured 8-14 s), planned for by --until-s
 RATE_INF_RUN_S = 120.0  # what --until-s plans for a rate-inf run (no arrival window to go by)
 STARTUP_TIMEOUT_S = 900.0
@@ -72,241 +71,6 @@ def say(message: str) -> None:
     """A progress line on the real stdout (the client's own output goes to its log)."""
     sys.__stdout__.write(f"[study] {time.strftime('%H:%M:%S')} {message}\n")
     sys.__stdout__.flush()
-
-
-# ---- The plan ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ServerSpec:
-    """The one server of a study: ``vllm serve`` flags as values, built into a command at start."""
-
-    model: str  # a folder under the project (models/qwen3-0.6b) or a Hub id
-    dummy_weights: bool
-    max_num_batched_tokens: int  # sizes the model runner; the largest budget of the study
-    max_num_seqs: int
-    gpu_memory_utilization: float
-    api_servers: int
-    scheduler: str  # a registry name (my_scheduler.py --list) whose class records steps
-    max_model_len: int | None = None  # None: the model's
-    dtype: str | None = None  # None: the model's (a CPU server needs float32)
-    enforce_eager: bool = False  # no CUDA graphs or compilation (a CPU server)
-
-    def model_path(self) -> str:
-        local = ROOT / self.model
-        return resolve_model(str(local) if local.is_dir() else self.model)
-
-    def params(self) -> dict[str, Any]:
-        """The ``vllm serve`` flags this spec sets, by name (what results call ``server_params``)."""
-        params: dict[str, Any] = {"max_num_batched_tokens": self.max_num_batched_tokens,
-                                  "max_num_seqs": self.max_num_seqs,
-                                  "gpu_memory_utilization": self.gpu_memory_utilization}
-        optional = {"max_model_len": self.max_model_len, "dtype": self.dtype,
-                    "enforce_eager": self.enforce_eager or None}
-        return params | {name: value for name, value in optional.items() if value is not None}
-
-    def command(self, model: str, port: int) -> list[str]:
-        flags: list[str] = []
-        for name, value in self.params().items():
-            flag = f"--{name.replace('_', '-')}"
-            flags += [flag] if value is True else [flag, str(value)]
-        return server_command(model, port, self.dummy_weights, self.scheduler_cls, self.api_servers, {}, flags)
-
-    @property
-    def scheduler_cls(self) -> str:
-        return resolve_strategy(self.scheduler)
-
-
-@dataclass(frozen=True)
-class LoadSpec:
-    """``vllm bench serve``'s random dataset and arrivals; ``rate`` None means all at once (inf)."""
-
-    input_len: int
-    output_len: int
-    num_prompts: int
-    rate: float | None
-    range_ratio: float = 0.0  # input lengths uniform in [1-R, 1+R] x input_len
-    burstiness: float = 1.0  # 1: Poisson arrivals
-
-    @property
-    def rate_label(self) -> str:
-        return "inf" if self.rate is None else f"{self.rate:g}"
-
-    @property
-    def workload(self) -> str:
-        """The load's name in results: Task 2's ``random-1024in-256out`` and its variants."""
-        name = f"random-{self.input_len}in-{self.output_len}out"
-        if self.range_ratio:
-            name += f"-range{self.range_ratio:g}"
-        return name + (f"-burst{self.burstiness:g}" if self.burstiness != 1 else "")
-
-    @property
-    def arrival_window_s(self) -> float | None:
-        return None if self.rate is None else self.num_prompts / self.rate
-
-    def params(self) -> dict[str, Any]:
-        """The ``vllm bench serve`` flags that shape the load, by name (``bench_params``)."""
-        params: dict[str, Any] = {"dataset_name": "random", "random_input_len": self.input_len,
-                                  "random_output_len": self.output_len, "ignore_eos": True}
-        if self.range_ratio:
-            params["random_range_ratio"] = {"input": self.range_ratio, "output": 0.0}
-        if self.burstiness != 1:
-            params["burstiness"] = self.burstiness
-        return params
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One configuration of the comparison: the scheduler's per-step token budget and, when the
-    strategies are compared, the strategy (a registry name; None: the server's scheduler)."""
-
-    token_budget: int
-    strategy: str | None = None
-
-    @property
-    def tag(self) -> str:
-        return "_".join(filter(None, [self.strategy, f"mnbt-{self.token_budget}"]))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The arm as plans and study files hold it (no strategy key when the server's is used)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """Run ``index`` (1-based) of the study's order: its round, arm, repetition and seed."""
-
-    index: int
-    round: int
-    arm: Arm
-    repeat: int
-    seed: int
-    rate_label: str
-
-    @property
-    def file_name(self) -> str:
-        return result_name(self.arm.tag, "", self.rate_label, self.repeat)
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """A study as data (``experiments/*.json``): read, checked, and turned into a run order."""
-
-    name: str
-    task: str
-    question: str
-    results_folder: str
-    server: ServerSpec
-    load: LoadSpec
-    arms: tuple[Arm, ...]
-    runs_per_arm: int
-    seed: int
-    warmup_fraction: float = WARMUP_FRACTION
-    timeout_s: float | None = 30.0
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StudyPlan:
-        """The plan in ``data``; a missing, unknown or bad entry fails with its name."""
-        def part(kind: type, value: Any, where: str) -> Any:
-            names = {f.name for f in fields(kind)}
-            if not isinstance(value, dict) or set(value) - names:
-                raise ValueError(f"{where}: expected an object with keys among {sorted(names)}, got {value!r}")
-            try:
-                return kind(**value)
-            except TypeError as err:
-                raise ValueError(f"{where}: {err}") from None
-
-        arms = data.get("arms")
-        if not isinstance(arms, list):
-            raise ValueError(f"arms: expected a list of objects, got {arms!r}")
-        plan = part(cls, {**data, "server": part(ServerSpec, data.get("server"), "server"),
-                          "load": part(LoadSpec, data.get("load"), "load"),
-                          "arms": tuple(part(Arm, a, f"arms[{i}]") for i, a in enumerate(arms))}, "plan")
-        plan.check()
-        return plan
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan as its JSON file holds it."""
-        return json.loads(json.dumps({**asdict(self), "arms": [arm.to_dict() for arm in self.arms]}))
-
-    @classmethod
-    def read(cls, path: Path) -> StudyPlan:
-        try:
-            return cls.from_dict(json.loads(path.read_text()))
-        except (OSError, ValueError) as err:
-            raise HarnessError(f"study plan {path}: {err}") from err
-
-    def check(self) -> None:
-        if not self.arms or len(set(self.arms)) != len(self.arms):
-            raise ValueError("arms: expected at least one, each (token_budget, strategy) once")
-        for arm in self.arms:
-            if not isinstance(arm.token_budget, int) or not 1 <= arm.token_budget <= self.server.max_num_batched_tokens:
-                raise ValueError(f"token budget {arm.token_budget!r} is not an integer in [1, "
-                                 f"{self.server.max_num_batched_tokens}] (server.max_num_batched_tokens)")
-            if arm.strategy is not None:
-                runtime_class(arm.strategy)  # a typo or a strategy without a class fails here
-        if not strategy(self.server.scheduler).class_name:
-            raise ValueError(f"server.scheduler {self.server.scheduler!r} is vLLM's own class, which cannot "
-                             "take a budget or strategy at run time; use kv-recorder (vLLM's policy with "
-                             "step accounting)")
-        if self.runs_per_arm < 1 or self.load.num_prompts < 1 or self.server.api_servers < 1:
-            raise ValueError("runs_per_arm, load.num_prompts and server.api_servers must be at least 1")
-        if self.load.rate is not None and not self.load.rate > 0:
-            raise ValueError(f"load.rate {self.load.rate!r}: a number > 0, or null for all at once")
-        if not 0 <= self.warmup_fraction < 1:
-            raise ValueError("warmup_fraction must be in [0, 1)")
-
-    def order(self) -> list[PlannedRun]:
-        """Rounds of every arm once: an odd round is a shuffle (seeded by ``seed`` and the round),
-        the round after it the same order reversed, so that in each pair of rounds every arm's mean
-        position is the same and a linear drift over time weighs on every arm alike."""
-        rounds: list[list[Arm]] = []
-        for r in range(self.runs_per_arm):
-            if r % 2:
-                rounds.append(rounds[-1][::-1])
-            else:
-                arms = list(self.arms)
-                random.Random(self.seed * 1000 + r).shuffle(arms)
-                rounds.append(arms)
-        runs, index = [], 0
-        for r, arms in enumerate(rounds, 1):
-            for arm in arms:
-                index += 1
-                runs.append(PlannedRun(index, r, arm, r, self.seed + index, self.load.rate_label))
-        return runs
-
-
-# ---- The results folder -------------------------------------------------------------------------
-def study_record(plan: StudyPlan) -> dict[str, Any]:
-    """``study.json``'s content: the plan, the run order (what was compared, on which load, in
-    which order) and, filled by each call, the hosts that ran it."""
-    return {"schema_version": STUDY_SCHEMA, "plan": plan.to_dict(),
-            "order": [{"index": r.index, "round": r.round, "file": r.file_name, **r.arm.to_dict(),
-                       "seed": r.seed} for r in plan.order()],
-            "hosts": []}
-
-
-def open_study(plan: StudyPlan, folder: Path) -> dict[str, Any]:
-    """The folder's study file (new, or grown by more runs per arm); a folder holding another
-    plan is refused, so runs of two studies never mix. More runs per arm extend the order
-    (earlier rounds do not change), so a study can grow without losing its runs."""
-    path = folder / STUDY_FILE
-    fresh = study_record(plan)
-    if not path.exists():
-        return fresh
-    held = json.loads(path.read_text())
-    same = ({**held.get("plan", {}), "runs_per_arm": None} == {**fresh["plan"], "runs_per_arm": None}
-            and held.get("order") == fresh["order"][:len(held.get("order", []))])
-    if not same:
-        raise HarnessError(f"{folder} holds another study ({path}: plan {held.get('plan', {}).get('name')!r} "
-                           "differs from this one beyond its runs per arm); give another --results folder "
-                           "or restore that plan")
-    return {**fresh, "hosts": held.get("hosts", [])}
-
-
-def note_host(record: dict[str, Any], folder: Path, calls_runs: list[str]) -> None:
-    """Add this call (its machine and the runs it did) to the study file."""
-    record["hosts"].append({"machine_boot_id": machine_boot_id(), "gpu": gpu_info(),
-                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": calls_runs})
-    write_json_atomic(folder / STUDY_FILE, record, indent=1)
 
 
 # ---- The server ---------------------------------------------------------------------------------
@@ -356,7 +120,7 @@ class StudyServer:
 
     @classmethod
     def start_or_attach(cls, plan: StudyPlan, logs: Path) -> StudyServer:
-        from harness.step_recorder import CONTROL_ENV, STATS_ENV
+        from harness.step_recorder import CONTROL_ENV, STATS_ENV, STEP_LOG_ENV
 
         state_path = logs / "server.json"
         stats_path, control_path = logs / "engine_stats.json", logs / "budget_control.json"
@@ -373,6 +137,8 @@ class StudyServer:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env.update({STATS_ENV: str(stats_path), CONTROL_ENV: str(control_path), "VLLM_SERVER_DEV_MODE": "1"})
+        if plan.server.step_log:
+            env[STEP_LOG_ENV] = str(logs / STEP_LOG_FILE)
         server = Server(plan.server.command(model, port), env, logs / "server.log", port)
         server.start()
         say(f"starting the server (port {port}, log {server.log_path})")
@@ -420,11 +186,25 @@ class MarkerStream(io.TextIOBase):
         self.log.flush()
 
 
-def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str) -> list[str]:
-    """``vllm bench serve``'s arguments for one run, built from the plan at the last moment."""
+def heavy_draw(plan: StudyPlan, run: PlannedRun, folder: Path, model: str, write: bool = True) -> Path:
+    """The heavy-tailed load's JSONL for this run's seed in ``folder``/datasets (written once,
+    with the model's tokenizer; not written when ``write`` is False, e.g. for a dry run's argv)."""
+    datasets = folder / "datasets"
+    if not write:
+        return workloads.dataset_path(datasets, plan.load.num_prompts, run.seed)
+    return workloads.ensure_dataset(datasets, model, plan.load.num_prompts, run.seed)
+
+
+def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str, dataset: Path | None = None) -> list[str]:
+    """``vllm bench serve``'s arguments for one run, built from the plan at the last moment
+    (``dataset``: the run's heavy-tailed draw, for a heavy load)."""
     argv = ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
             "--num-prompts", str(plan.load.num_prompts), "--seed", str(run.seed),
-            "--request-rate", plan.load.rate_label, "--save-detailed", "--disable-tqdm", *BENCH_REPORT_FLAGS]
+            "--request-rate", run.rate_label, "--save-detailed", "--disable-tqdm", *BENCH_REPORT_FLAGS]
+    if plan.load.dataset == "heavy":
+        if dataset is None:
+            raise HarnessError("a heavy load needs the run's dataset file (heavy_draw)")
+        argv += ["--dataset-path", str(dataset)]
     for name, value in plan.load.params().items():
         flag = f"--{name.replace('_', '-')}"
         argv += [flag] if value is True else [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
@@ -488,7 +268,8 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     served.set_control(run.index, run.arm.token_budget, run.arm.strategy or plan.server.scheduler)
     server.reset_prefix_cache()
     stats_before = read_stats(served.stats_path)
-    argv = bench_argv(plan, run, model, server.base_url)
+    dataset = heavy_draw(plan, run, folder, model) if plan.load.dataset == "heavy" else None
+    argv = bench_argv(plan, run, model, server.base_url, dataset)
     host: dict[str, Any] = {"before": host_activity(server.process.pid), "lockstep": None}
     with MetricsPoller(f"{server.base_url}/metrics") as poller, GpuUtilSampler(visible_gpu_index()) as gpu:
         window = LoadWindow(server.process.pid, gpu, plan.server.api_servers)
@@ -512,11 +293,6 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
                    **run_timing(detail, marks["begin"], marks.get("load"), marks["end"])},
     }
     return record, detail
-
-
-def class_in_force(plan: StudyPlan, arm: Arm) -> str:
-    """The scheduler class a run of ``arm`` must run under (``my_scheduler.Class``)."""
-    return runtime_class(arm.strategy) if arm.strategy is not None else plan.server.scheduler_cls
 
 
 def check_applied(plan: StudyPlan, run: PlannedRun, stats: dict[str, Any] | None) -> None:
@@ -561,9 +337,8 @@ def log_run(run: PlannedRun, record: dict[str, Any], total: int) -> None:
 
 
 # ---- The command --------------------------------------------------------------------------------
-def expected_run_s(plan: StudyPlan) -> float:
-    window = plan.load.arrival_window_s
-    return RATE_INF_RUN_S if window is None else window + EXPECTED_OVERHEAD_S
+def expected_run_s(plan: StudyPlan, run: PlannedRun) -> float:
+    return RATE_INF_RUN_S if run.rate is None else plan.load.num_prompts / run.rate + EXPECTED_OVERHEAD_S
 
 
 def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server: bool, dry_run: bool,
@@ -595,7 +370,7 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
     finished = False
     try:
         for run in todo:
-            if until_s is not None and time.monotonic() - began + expected_run_s(plan) > until_s:
+            if until_s is not None and time.monotonic() - began + expected_run_s(plan, run) > until_s:
                 say(f"stopping before run {run.index}: it would end past --until-s {until_s:g}")
                 break
             if max_runs is not None and len(done) >= max_runs:

@@ -33,7 +33,7 @@ folder=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["resul
 rc=0
 python3 -m harness.study run "$PLAN" --results "$RESULTS" --until-s "$UNTIL_S" --keep-server || rc=$?
 if [ -d "$RESULTS/$folder" ]; then
-  tar -C "$RESULTS" -cJf "$PACKED" "$folder"
+  tar -C "$RESULTS" --exclude="$folder/datasets" -cJf "$PACKED" "$folder"  # a heavy load's draws are rebuilt from their seeds
   echo "[device_study] packed $folder into $PACKED ($(du -h "$PACKED" | cut -f1))"
 fi
 exit "$rc"

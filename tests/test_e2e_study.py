@@ -24,7 +24,8 @@ PLAN = {
     "results_folder": "task2_study",
     "server": {"model": "models/tiny-qwen3", "dummy_weights": True, "max_num_batched_tokens": 128,
                "max_num_seqs": 8, "gpu_memory_utilization": 0.15, "api_servers": 1,
-               "scheduler": "kv-recorder", "max_model_len": 512, "dtype": "float32", "enforce_eager": True},
+               "scheduler": "kv-recorder", "max_model_len": 512, "dtype": "float32", "enforce_eager": True,
+               "step_log": True},
     "load": {"input_len": 300, "output_len": 6, "num_prompts": 10, "rate": 20},
     "arms": [{"token_budget": 64}, {"token_budget": 128, "strategy": "prefill-first"}],
     "runs_per_arm": 2, "seed": 7,
@@ -95,6 +96,18 @@ def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_
     assert all(chunk <= 64 if budget == 64 else chunk > 64 for budget, chunk in chunks.values()), chunks
     rows = Results.load(tmp_path / "results").rows("task2")
     assert sorted(rows[BUDGET].unique()) == [64, 128] and len(rows) == 4
+
+    # The server logged its steps (a row per engine step, the prefill the runs scheduled), and the
+    # calibration names this machine as the log's host. (A CPU engine does not pipeline its steps,
+    # so there is nothing here to fit; tests/test_replay_sim.py fits an H200 log the same way.)
+    from harness import step_model
+
+    log = step_model.read_step_log(folder / "logs" / step_model.STEP_LOG_FILE)
+    total = json.loads((folder / order[-1]["file"]).read_text())["engine"]["scheduler_stats_cumulative"]
+    assert len(log["prefill_tokens"]) == total["steps"]["total"]
+    assert log["prefill_tokens"].sum() == total["tokens"]["prefill"]
+    host = step_model.study_host(folder)
+    assert host["machine_boot_ids"] == [state["machine_boot_id"]] and host["token_budgets"] == [64, 128]
 
     third = study(tmp_path)
     assert third.returncode == 0 and "0 left" in third.stdout and "starting the server" not in third.stdout

@@ -141,6 +141,31 @@ def test_committed_fit_is_the_sjf_log_refitted():
     assert again["num_steps"] == committed["num_steps"]
 
 
+def test_a_study_s_step_log_fits_with_the_host_that_measured_it(tmp_path):
+    """`fit-study` fits logs/steps.csv[.xz] of a study folder and names its host from the study's
+    files (here a committed H200 step log in a folder built like a study's)."""
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    study = root / "results" / "task3_api-4_rate8"
+    folder = tmp_path / "calib"
+    (folder / "logs").mkdir(parents=True)
+    shutil.copy(study / "study.json", folder)
+    shutil.copy(study / "default_mnbt-2048_rate-8_run-1.json", folder)
+    out = tmp_path / "host.fit.json"
+    assert step_model.main(["fit-study", str(folder), "--out", str(out)]) == 2  # no step log yet
+    log = root / "results/steplogs/qwen3-0.6b_api-4_sjf.csv.xz"
+    shutil.copy(log, folder / "logs" / "steps.csv.xz")
+    assert step_model.main(["fit-study", str(folder), "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert written["coefficients"] == pytest.approx(step_model.fit([log], "x", "x")["coefficients"])
+    run = json.loads((study / "default_mnbt-2048_rate-8_run-1.json").read_text())["meta"]
+    host = written["host"]
+    assert host["machine_boot_ids"] == [run["machine_boot_id"]] and host["gpu"] == [run["gpu"]]
+    assert host["vllm"] == ["0.26.0"] and host["api_servers"] == 4 and host["token_budgets"] == [2048]
+    assert written["provenance"]["gpu"] == "NVIDIA H200"
+
+
 # ---------------------------------------------------------------------------------------------
 # The command line
 # ---------------------------------------------------------------------------------------------

@@ -9,24 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from harness import study
+from harness import study, study_plan
 from harness.server import HarnessError
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK2 = json.loads((ROOT / "experiments" / "task2_rate16.json").read_text())
 
 
-def plan(**changes) -> study.StudyPlan:
+def plan(**changes) -> study_plan.StudyPlan:
     data = copy.deepcopy(TASK2)
     for key, value in changes.items():
         section, _, name = key.partition("__")
         (data[section] if name else data).update({name: value} if name else {section: value})
-    return study.StudyPlan.from_dict(data)
+    return study_plan.StudyPlan.from_dict(data)
 
 
 def test_every_committed_plan_reads_as_written():
     for path in sorted((ROOT / "experiments").glob("*.json")):
-        data, read = json.loads(path.read_text()), study.StudyPlan.read(path).to_dict()
+        data, read = json.loads(path.read_text()), study_plan.StudyPlan.read(path).to_dict()
         as_written = lambda got, given: {k: as_written(got[k], v) if isinstance(v, dict) else got[k]  # noqa: E731
                                          for k, v in given.items()}  # what the file sets; defaults aside
         assert as_written(read, data) == data
@@ -36,8 +36,9 @@ def test_every_committed_plan_reads_as_written():
     ({"server__max_num_batched_tokens": 4096}, "is not an integer in [1, 4096]"),
     ({"server__scheduler": "default"}, "cannot take a budget or strategy at run time"),
     ({"server__scheduler": "no-such"}, "unknown scheduler"),
-    ({"arms": [{"token_budget": 512}, {"token_budget": 512}]}, "each (token_budget, strategy) once"),
-    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['strategy', 'token_budget']"),
+    ({"arms": [{"token_budget": 512}, {"token_budget": 512}]}, "each (token_budget, strategy, rate) once"),
+    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['rate', 'strategy', 'token_budget']"),
+    ({"arms": [{"token_budget": 512, "rate": 0}]}, "arm rate 0: a number > 0"),
     ({"arms": [{"token_budget": 512, "strategy": "fastest"}]}, "unknown scheduler 'fastest'"),
     ({"load__rate": 0}, "load.rate 0"),
     ({"speed": 1}, "plan: "),
@@ -64,20 +65,71 @@ def test_strategy_arms_name_their_runs_and_the_class_each_must_run_under():
     runs = three.order()
     assert {r.file_name.split("_rate-")[0] for r in runs} == {
         "default_mnbt-2048", "prefill-first_mnbt-2048", "sjf_mnbt-2048"}
-    assert [study.class_in_force(three, arm) for arm in three.arms] == [
+    assert [study_plan.class_in_force(three, arm) for arm in three.arms] == [
         "my_scheduler.KVPeakRecorder", "my_scheduler.StepExclusivePrefillFirstScheduler", "my_scheduler.SJFScheduler"]
-    assert study.class_in_force(plan(), plan().arms[0]) == "my_scheduler.KVPeakRecorder"  # the server's
+    assert study_plan.class_in_force(plan(), plan().arms[0]) == "my_scheduler.KVPeakRecorder"  # the server's
     # The study file holds each run's arm as the plan gives it: no strategy key for a budget-only arm.
-    assert study.study_record(three)["order"][0].keys() == {"index", "round", "file", "token_budget", "strategy", "seed"}
-    assert "strategy" not in study.study_record(plan())["order"][0]
-    assert "strategy" not in study.StudyPlan.from_dict(plan().to_dict()).to_dict()["arms"][0]
+    assert study_plan.study_record(three)["order"][0].keys() == {"index", "round", "file", "token_budget", "strategy", "seed"}
+    assert "strategy" not in study_plan.study_record(plan())["order"][0]
+    assert "strategy" not in study_plan.StudyPlan.from_dict(plan().to_dict()).to_dict()["arms"][0]
+
+
+def test_rate_arms_run_at_their_own_rate_and_the_load_s_otherwise():
+    two = plan(arms=[{"token_budget": 2048}, {"token_budget": 2048, "rate": 30}], load__rate=None)
+    runs = two.order()
+    assert {r.file_name for r in runs if r.round == 1} == {"mnbt-2048_rate-inf_run-1.json",
+                                                          "mnbt-2048_rate-30_run-1.json"}
+    at_30 = next(r for r in runs if r.rate == 30)
+    assert study.expected_run_s(two, at_30) == two.load.num_prompts / 30 + study.EXPECTED_OVERHEAD_S
+    assert study.expected_run_s(two, next(r for r in runs if r.rate is None)) == study.RATE_INF_RUN_S
+    argv = study.bench_argv(two, at_30, "m", "http://x")
+    assert argv[argv.index("--request-rate") + 1] == "30"
+    assert "rate" not in study_plan.study_record(plan())["order"][0]  # the load's rate: not repeated per run
+
+
+def test_a_heavy_load_sends_each_run_its_own_draw_with_flags_vllm_bench_accepts(tmp_path):
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    heavy = plan(load={"num_prompts": 50, "rate": 40, "dataset": "heavy", "burstiness": 0.5},
+                 arms=[{"token_budget": 2048, "strategy": "default"}, {"token_budget": 2048, "strategy": "sjf-ontime"}],
+                 server__max_num_batched_tokens=2048)
+    assert heavy.load.workload == "heavy-burst0.5"
+    first, second = heavy.order()[:2]
+    paths = [study.heavy_draw(heavy, run, tmp_path, "unused", write=False) for run in (first, second)]
+    assert paths[0] != paths[1] and paths[0].parent == tmp_path / "datasets"  # a draw per run, by its seed
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    args = parser.parse_args(study.bench_argv(heavy, first, "m", "http://x", paths[0]))
+    assert (args.dataset_name, args.dataset_path, args.custom_output_len) == ("custom", str(paths[0]), -1)
+    assert args.skip_chat_template and args.disable_shuffle and args.ignore_eos and args.burstiness == 0.5
+    assert args.seed == first.seed and args.request_rate == 40
+    with pytest.raises(HarnessError, match="needs the run's dataset file"):
+        study.bench_argv(heavy, first, "m", "http://x")
+    for load, words in ((dict(num_prompts=5, rate=1, dataset="heavy", input_len=9), "draws its own lengths"),
+                        (dict(num_prompts=5, rate=1), "needs input_len and output_len"),
+                        (dict(num_prompts=5, rate=1, dataset="sharegpt"), "random or heavy")):
+        with pytest.raises(ValueError, match=words):
+            plan(load=load)
+
+
+def test_committed_studies_still_open_under_todays_plan_type():
+    """A setting added to the plan since a study ran (with its default) does not make its folder
+    'another study': a cut study resumes."""
+    opened = 0
+    for path in sorted((ROOT / "experiments").glob("*.json")):
+        plan_ = study_plan.StudyPlan.read(path)
+        if (ROOT / "results" / plan_.results_folder / study_plan.STUDY_FILE).exists():
+            study_plan.open_study(plan_, ROOT / "results" / plan_.results_folder)
+            opened += 1
+    assert opened >= 3
 
 
 def test_a_results_folder_keeps_its_study_and_grows_only_by_runs(tmp_path):
     folder = tmp_path / "task2"
     folder.mkdir()
-    record = study.open_study(plan(), folder)
-    (folder / study.STUDY_FILE).write_text(json.dumps(record))
-    assert len(study.open_study(plan(runs_per_arm=4), folder)["order"]) == 20
+    record = study_plan.open_study(plan(), folder)
+    (folder / study_plan.STUDY_FILE).write_text(json.dumps(record))
+    assert len(study_plan.open_study(plan(runs_per_arm=4), folder)["order"]) == 20
     with pytest.raises(HarnessError, match="holds another study"):
-        study.open_study(plan(seed=99), folder)
+        study_plan.open_study(plan(seed=99), folder)
