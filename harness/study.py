@@ -60,8 +60,8 @@ from harness.serve_bench import (BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKE
                                  number_text, read_stats, result_name, server_command, strategy_settings,
                                  weights_label)
 from harness.strategies import resolve_strategy, runtime_class, strategy  # noqa: E402
+from harness.study_file import STUDY_FILE  # noqa: E402
 
-STUDY_FILE = "study.json"
 STUDY_SCHEMA = 1
 EXPECTED_OVERHEAD_S = 15.0  # a run's wall time beyond its arrival window (measured 8-14 s), planned for by --until-s
 RATE_INF_RUN_S = 120.0  # what --until-s plans for a rate-inf run (no arrival window to go by)
