@@ -3,10 +3,10 @@ figures (``plot_results.py``) and the report (``harness/report/``).
 
 A serving run is a ``Run``: the typed record of one result file (``meta``, ``config``, ``host``,
 ``frontend``, ``client``, ``engine``, ``summary``; ``serve_bench.py`` writes it) with its folder
-and its per-request arrays, unpacked on first use. Serving folders: ``task2``, ``task3`` and the
-SLO studies ``slo*``, plus any ``<task>_<name>`` folder beside them (e.g. ``task2_api-4``), and the
-replay simulator's ``replay_<name>`` (simulated runs of the loads of ``task*_<name>``). A run's
-*setting* (folder, API-server count, client processes) keeps runs of different settings apart.
+and its per-request arrays, unpacked on first use. A serving folder is any folder of runs; what it
+holds (its task, its roles in the report, the GPU folders a replay replays) is its study file's
+(``harness/study_file.py``), never its name. A run's *setting* (folder, API-server count, client
+processes) keeps runs of different settings apart.
 Each row carries the run's front-end check: token-gap completeness below 0.99 marks the run
 "front end lagged". Tables give the median over the runs of a point with their completeness range.
 """
@@ -24,6 +24,7 @@ import pandas as pd
 
 from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment, slo_key
 from harness.strategies import RETIRED, STRATEGIES
+from harness.study_file import Study, StudyFileError, read_study
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 2**20
@@ -135,13 +136,6 @@ def provenance_line(metas: list[dict[str, Any] | None]) -> str:
 
 
 # --- Serving runs: one loader and one row per run for Tasks 2, 3 and the SLO studies --------
-def serving_folders(results_dir: Path, task: str) -> list[Path]:
-    """``<results>/<task>`` and every ``<results>/<task>_<name>`` folder: a new folder of runs of
-    the same schema (e.g. ``task2_lifted``) joins its task's tables, figures and report section."""
-    return sorted(p for p in results_dir.glob(f"{task}*") if p.is_dir()
-                  and (p.name == task or p.name.startswith(task + "_")))
-
-
 @dataclass
 class Run:
     """One serving run: the blocks of its result file, where it lives, and its per-request arrays
@@ -436,19 +430,34 @@ class Results:
     task1: dict[str, Any] | None
     serving: dict[str, list[Run]]
     budget_steps: dict[str, Any] | None = None  # harness/budget_steps.py's record
+    studies: dict[str, Study] = field(default_factory=dict)  # each serving folder's study file
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, folder: Path) -> Results:
+        """Task 1's file and every folder of runs with its study file (``read_study``: a folder of
+        runs without one fails, naming the migration), folders in name order."""
         task1 = load_json(folder / "task1.json")
-        serving = {p.name: load_runs(p) for task in ("task2", "task3", "slo", "replay")
-                   for p in serving_folders(folder, task)}
-        return cls(folder, task1 if task1 and task1.get("methods") else None,
-                   {name: runs for name, runs in serving.items() if runs},
-                   load_json(folder / BUDGET_STEPS_FILE))
+        serving = {p.name: runs for p in sorted(folder.iterdir() if folder.is_dir() else [])
+                   if p.is_dir() and (runs := load_runs(p))}
+        return cls(folder, task1 if task1 and task1.get("methods") else None, serving,
+                   load_json(folder / BUDGET_STEPS_FILE), {name: read_study(folder / name) for name in serving})
 
     def folders(self, task: str) -> list[str]:
-        return [name for name in self.serving if name == task or name.startswith(task + "_")]
+        """The folders of one report group (``task2``, ``task3``, ``slo``, ``replay``), by study file."""
+        return [name for name in self.serving if self.studies[name].task == task]
+
+    def with_role(self, role: str, task: str | None = None) -> list[str]:
+        """The folders whose study file gives them ``role`` (``study_file.ROLES``), of ``task`` if given."""
+        return [name for name in self.serving if role in self.studies[name].roles
+                and task in (None, self.studies[name].task)]
+
+    def one_with_role(self, role: str, task: str | None = None) -> str | None:
+        """The folder with ``role``, where the report reads one only; None where none has it."""
+        names = self.with_role(role, task)
+        if len(names) > 1:
+            raise StudyFileError(f"folders {names} all have the role {role!r}; the report reads one")
+        return names[0] if names else None
 
     def runs(self, task: str) -> list[Run]:
         return [run for name in self.folders(task) for run in self.serving[name]]

@@ -231,15 +231,14 @@ def is_sweep(rows: pd.DataFrame) -> bool:
 
 
 def replay_validation(res: Results) -> pd.DataFrame:
-    """One row per replayed point and metric: the replays' median and range (``replay_<name>``, one
-    per residual seed) against the GPU runs of the same strategy, workload and rate in
-    ``task2_<name>`` / ``task3_<name>`` (one client, front end kept up): their median, range and
-    values; relative error of the medians."""
+    """One row per replayed point and metric: the replays' median and range (a folder with the role
+    ``replay-validation``, one replay per residual seed) against the GPU runs of the same strategy,
+    workload and rate in the folders its study file says it replays (one client, front end kept
+    up): their median, range and values; relative error of the medians."""
     out = []
-    for name in res.folders("replay"):
-        suffix = name.split("_", 1)[1]
-        real = [res.folder_rows(f) for t in ("task2", "task3") for f in res.folders(t) if f.endswith("_" + suffix)]
-        if not real:  # a replay folder without GPU runs of its loads (the screen) validates nothing
+    for name in res.with_role("replay-validation"):
+        real = [res.folder_rows(f) for f in res.studies[name].replays_of if f in res.serving]
+        if not real:
             continue
         real = pd.concat(real)
         real = kept_up(real[real["clients"] == 1])

@@ -59,7 +59,8 @@ from harness.run_record import (SCHEMA_VERSION, measured_blocks, number_text, re
 from harness.server import HarnessError, MetricsPoller, Server, free_port  # noqa: E402
 from harness import workloads  # noqa: E402
 from harness.step_model import STEP_LOG_FILE  # noqa: E402
-from harness.study_plan import (STUDY_FILE, PlannedRun, StudyPlan, class_in_force, note_host,  # noqa: E402
+from harness.study_file import STUDY_FILE  # noqa: E402
+from harness.study_plan import (PlannedRun, StudyPlan, class_in_force, note_host,  # noqa: E402
                                 open_study)
 
 EXPECTED_OVERHEAD_S = 15.0  # a run's wall time beyond its arrival window (measured 8-14 s), planned for by --until-s

@@ -19,9 +19,9 @@ from harness.provenance import gpu_info, machine_boot_id, write_json_atomic
 from harness.run_record import result_name
 from harness.server import HarnessError, server_command
 from harness.strategies import resolve_strategy, runtime_class, strategy
+from harness.study_file import STUDY_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
-STUDY_FILE = "study.json"
 STUDY_SCHEMA = 1
 
 

@@ -39,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run by path (task2.sh): my_scheduler and harness import from the root
 from harness import strategies, workloads  # noqa: E402
+from harness.study_file import STUDY_FILE, Study, StudyFileError, read_study, write_study  # noqa: E402
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
 SLO_KEYS = ("ttft", "tpot", "e2el")  # what `vllm bench serve --goodput` accepts
@@ -287,10 +288,32 @@ def run_all(name: str, sweep: SweepArgs, configs: list[Config], describe: Any) -
         sys.exit(130)
     finally:
         lanes.close()
+    note_study(name, sweep.out_dir)
     if sweep.plot:
         subprocess.run([sys.executable, str(ROOT / "plot_results.py"), "--results", str(sweep.out_dir.parent)],
                        check=False)
     return 0 if ok else 1
+
+
+QUESTIONS = {"task2": "How TTFT, ITL and throughput move with max_num_batched_tokens (harness/sweep.py task2).",
+             "task3": "The strategies against vLLM's default under the handout's loads (harness/sweep.py task3).",
+             "slo": "SLO attainment and goodput against the request rate (harness/sweep.py slo)."}
+
+
+def note_study(task: str, folder: Path) -> None:
+    """The folder's study file (``harness/study_file.py``): its grid and hosts from the runs it
+    holds now, its question and roles kept where it has one (edit them there)."""
+    if not folder.is_dir() or not any(p.name != STUDY_FILE for p in folder.glob("*.json")):
+        return  # nothing ran (a dry run)
+    try:
+        held = read_study(folder) if (folder / STUDY_FILE).exists() else None
+        study = Study.from_runs(folder, held.question if held else QUESTIONS[task],
+                                held.roles if held else (), held.replays_of if held else ())
+    except StudyFileError as err:
+        say(task, f"no study file written: {err}", sys.stderr)
+        return
+    (folder / STUDY_FILE).unlink(missing_ok=True)
+    write_study(folder, study)
 
 
 def capacity_rate(folder: Path, tag: str, fraction: float, output_len: int) -> float | None:

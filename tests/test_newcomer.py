@@ -215,7 +215,7 @@ def test_install_sh_stages_in_batches_checks_and_activates_a_bundle(tmp_path):
     assert first.returncode != 0 and "1 of 2 parts staged" in first.stdout
     second = run(["bash", install, "stage", str(batches[1])], env=env)
     assert second.returncode == 0 and "2 of 2 parts staged" in second.stdout
-    activated = run(["bash", "-c", f'source "$LAB3_OFFLINE_GPU_STAGE/install.sh" activate && '
+    activated = run(["bash", "-c", 'source "$LAB3_OFFLINE_GPU_STAGE/install.sh" activate && '
                      'echo "flashinfer=$VLLM_USE_FLASHINFER_SAMPLER"'], env=env)
     assert activated.returncode == 0, activated.stdout + activated.stderr
     assert "[offline-gpu] vllm 0.26.0 ready" in activated.stdout

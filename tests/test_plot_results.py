@@ -14,6 +14,7 @@ import pytest
 import plot_results
 from harness import results as layer
 from harness.lab_metrics import detail_path, frontend_check, read_detail, summarize, write_run
+from harness.study_file import Study, write_study
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -134,6 +135,7 @@ def test_a_lagged_run_is_marked_in_the_tables(tmp_path):
     _copy_run(source, folder)
     lagging, merged = _merge_chunks(source, pairs=10)
     write_run(folder / "mnbt-8192_rate-inf_run-2.json", lagging, merged)
+    write_study(folder, Study.from_runs(folder, "a lagged run"))
 
     res = layer.Results.load(tmp_path)
     rows = res.rows("task2")
@@ -159,6 +161,8 @@ def test_a_new_folder_of_runs_is_another_setting(tmp_path):
         run = json.loads(source.read_text())
         run["config"] |= {"api_server_count": 4, "client_processes": 2}
         (tmp_path / "task2_lifted" / source.name).write_text(json.dumps(run))
+    for name in ("task2", "task2_lifted"):
+        write_study(tmp_path / name, Study.from_runs(tmp_path / name, "a new folder of runs"))
     res = layer.Results.load(tmp_path)
     assert res.folders("task2") == ["task2", "task2_lifted"]
     table = layer.task2_table(res.rows("task2"))

@@ -220,8 +220,8 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
     so both must leave out the same first requests: the replay's default is the GPU harness's, and
     every committed GPU run with a replay folder, and every committed replay, used it."""
     from harness import lab_metrics, serve_bench
-    from harness.report.replay import BUDGET_SWEEP
     from harness.study import StudyPlan
+    from harness.study_file import read_study
 
     default = replay_args().warmup_fraction
     assert default == lab_metrics.WARMUP_FRACTION
@@ -229,12 +229,12 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
     assert gpu.warmup_fraction == default
     assert StudyPlan.__dataclass_fields__["warmup_fraction"].default == default
     results = ROOT / "results"
-    suffixes = {folder.name.split("_", 1)[1] for folder in results.glob("replay_*") if folder.is_dir()}
-    paired = [folder for folder in results.glob("task*_*") if folder.is_dir()  # as rules.replay_validation pairs them
-              if any(folder.name.endswith("_" + suffix) for suffix in suffixes)] + [results / BUDGET_SWEEP]
-    compared = [path for folder in paired for path in folder.glob("*.json")]
+    studies = {folder.name: read_study(folder) for folder in results.iterdir() if (folder / "study.json").is_file()}
+    replays = [name for name, study in studies.items() if study.kind == "replay"]
+    paired = sorted({name for name in replays for name in studies[name].replays_of})  # as the report pairs them
+    compared = [path for name in paired for path in (results / name).glob("*_run-*.json")]
     assert len(compared) == 58  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12
-    for path in compared + list(results.glob("replay_*/*.json")):
+    for path in compared + [p for name in replays for p in (results / name).glob("*_run-*.json")]:
         stored = json.loads(path.read_text())
         assert stored["config"]["warmup_fraction"] == stored["summary"]["warmup_fraction"] == default, path
     with pytest.raises(SystemExit):

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import plot_results
 from harness import results as layer, rules
 from harness.report import frontend, replay, slo, summary, task2, task3
 from harness.document import render_markdown
+from harness.study_file import Study, write_study
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 The serving front end", "## 4 Task 2",
@@ -64,9 +66,12 @@ def test_report_from_the_committed_results(tmp_path):
     one = [r for r in runs if r["config"].get("api_server_count", 1) == 1]
     cores = [r["frontend"]["api_server_cores_total"] for r in one if r["frontend"]["api_server_cores_total"]]
     assert f"the API server used {min(cores):.2f}-{max(cores):.2f} of a core" in front
-    # The front-end study (folders task2_api-N, not the budget sweep): several API servers against
-    # one, one client, from the roles recorded.
-    study = [json.loads(p.read_text()) for p in sorted(results.glob("task2_api-[0-9]/*.json"))]
+    # The front-end study (the folders whose study file says so, not the budget sweep): several API
+    # servers against one, one client, from the roles recorded.
+    lift = [f.parent for f in sorted(results.glob("*/study.json"))
+            if "frontend-study" in json.loads(f.read_text()).get("study", {}).get("roles", [])]
+    assert {f.name for f in lift} == {"task2_api-1", "task2_api-4", "task2_api-8"}
+    study = [json.loads(p.read_text()) for f in lift for p in sorted(f.glob("*_run-*.json"))]
     spread = [r for r in study
               if r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
     several = [r["frontend"] for r in spread if r["config"]["rate"] == "inf"]
@@ -236,7 +241,7 @@ def test_replay_validation_recomputed_from_the_files():
         assert len(replays) == 3 and len({r["simulation"]["residual_seed"] for r in replays}) == 3
         assert sim["simulated"] and sim["step_model"]["provenance"]["logs"][0]["path"].endswith("_sjf.csv.xz")
         for folder in ("task2_api-4", "task3_api-4"):
-            real = [r for r in map(lambda p: json.loads(p.read_text()), (RESULTS / folder).glob("*.json"))
+            real = [r for r in map(lambda p: json.loads(p.read_text()), (RESULTS / folder).glob("*_run-*.json"))
                     if (r["config"]["scheduler"], r["config"]["workload"], r["config"]["rate"]) ==
                     (cfg["scheduler"], cfg["workload"], cfg["rate"]) and r["config"].get("client_processes", 1) == 1
                     and not r["frontend"]["lagged"]]
@@ -261,7 +266,7 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
     the replays per rate, straight from the committed files, linear between the last rate that
     meets 90% and the next; the report's section states it, marked simulated."""
     by_rate: dict[float, list[float]] = {}
-    for path in sorted((RESULTS / slo.SCREEN).glob("default_fixed_*.json")):
+    for path in sorted((RESULTS / layer.Results.load(RESULTS).one_with_role("screen")).glob("default_fixed_*.json")):
         run = json.loads(path.read_text())  # the attainment each replay stores (no arrays kept)
         assert run["simulated"] and run["config"]["goodput"] == "ttft:500 tpot:50"
         by_rate.setdefault(float(run["config"]["rate"]), []).append(
@@ -363,7 +368,7 @@ def test_held_out_budgets_compare_each_replay_with_the_gpu_median():
     of its budget, recomputed from the files; the two orders of the budgets as they come out."""
     _, per_budget = budget_sweep_at_rate_inf()
     sim = {}
-    for path in (RESULTS / replay.BUDGET_REPLAYS).glob("*.json"):
+    for path in (RESULTS / layer.Results.load(RESULTS).one_with_role("budget-replays")).glob("*_run-*.json"):
         run = json.loads(path.read_text())
         assert run["simulated"] and run["config"]["rate"] == "inf"
         sim[run["config"]["server_params"]["max_num_batched_tokens"]] = run["summary"]["output_throughput_tok_s"]
@@ -474,6 +479,7 @@ def test_an_slo_study_short_of_a_capacity_says_what_it_lacks(tmp_path):
         source = RESULTS / HEAVY / f"sjf-ontime_heavy-burst0.5_rate-{rate}_run-1.json"
         for path in (source, source.parent / source.name.replace(".json", ".requests.npz.xz")):
             shutil.copy(path, study / path.name)
+    write_study(study, replace(Study.from_runs(study, "an SLO study"), task="slo"))
     assert plot_results.main(["--results", str(results)]) == 0
     six = section((results / "REPORT.md").read_text(), "## 6 Beyond the handout")
     assert "GPU SLO sweep: heavy-burst0.5 (slo)" in six
@@ -493,6 +499,7 @@ def test_the_gated_clients_sitting_gets_its_own_comparison(tmp_path):
     gated.mkdir()
     for path in (results / "task2_api-4").glob("mnbt-2048_rate-inf_*"):
         shutil.copy(path, gated / path.name)
+    write_study(gated, Study.from_runs(gated, "gated clients", ("frontend-gated",)))
     assert plot_results.main(["--results", str(results)]) == 0
     front = section((results / "REPORT.md").read_text(), "## 3 The serving front end")
     assert "### Does the client limit? One process against two started together (task2_api-4_gated)" in front
@@ -564,7 +571,7 @@ def test_the_tail_past_a_strategys_capacity_covers_every_run_at_those_rates():
     capacity = caps[(caps["slo"] == rules.SCREEN_SLOS[0]) & (caps["strategy"] == "sjf-ontime")]["capacity"].iloc[0]
     p99: dict[str, list[float]] = {}
     rates = set()
-    for path in (RESULTS / HEAVY).glob("*.json"):
+    for path in (RESULTS / HEAVY).glob("*_run-*.json"):
         run = json.loads(path.read_text())
         if float(run["config"]["rate"]) > capacity:
             p99.setdefault(run["config"]["scheduler"], []).append(run["summary"]["ttft_ms"]["p99"])
@@ -588,7 +595,7 @@ def test_the_handout_runs_order_of_the_budgets_is_computed():
             handout.setdefault(budget, []).append(run["summary"]["output_throughput_tok_s"])
     order = sorted(handout, key=lambda b: statistics.median(handout[b]))
     slowest = min(per_budget, key=lambda b: statistics.median(per_budget[b]))
-    fact = task2.handout_order_fact(rows, pd.concat([rows, layer.run_rows(layer.load_runs(RESULTS / "task2"))]))
+    fact = task2.handout_order_fact(rows, pd.concat([rows, layer.run_rows(layer.load_runs(RESULTS / "task2"))]), "task2")
     assert f"order the same budgets {' < '.join(map(str, order))} by median" in fact
     assert (f"{slowest} is the slowest there too" in fact) == (order[0] == slowest)
     assert (f"{slowest}, the sweep's slowest, is not the slowest there ({order[0]} is" in fact) == (order[0] != slowest)

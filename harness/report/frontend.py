@@ -25,10 +25,6 @@ FRONTEND_DEFINITIONS = (
     "requests by start time are dropped as warm-up.")
 
 
-LIFT_PREFIX = "task2_api-"  # experiments/sittings.sh: one folder per API-server count, one sitting
-GATED_SUFFIX = "_gated"  # sitting gated-clients: one client process against two started together
-
-
 def frontend_section(res: Results) -> list[Block]:
     """Completeness and CPU per folder and load, the finding, the study that tried to lift the
     front end, and the claims it withdraws."""
@@ -44,8 +40,8 @@ def frontend_section(res: Results) -> list[Block]:
         blocks += [heading("Lifting the front end: several API servers, several clients", 3),
                    para(LIFT_INTRO),
                    table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), place="appendix"),
-                   bullets(lift_facts(lift, rows, below_saturation_rows(res)))]
-    for folder in (n for n in res.folders("task2") if n.startswith(LIFT_PREFIX) and n.endswith(GATED_SUFFIX)):
+                   bullets(lift_facts(lift, rows, below_saturation_rows(res), res.with_role("handout-setting", "task2")))]
+    for folder in res.with_role("frontend-gated"):
         gated = res.folder_rows(folder)
         blocks += [heading(f"Does the client limit? One process against two started together ({folder})", 3),
                    table(front_end_table([gated], (*CORES, THROUGHPUT)), place="appendix")]
@@ -128,10 +124,9 @@ LIFT_INTRO = (
 
 
 def lift_rows(res: Results) -> pd.DataFrame:
-    """The front-end study's runs: every ``task2_api-N`` folder (not the budget sweep's
-    ``task2_api-N_budgets``, a later sitting of another question)."""
-    frames = [res.folder_rows(n) for n in res.folders("task2")
-              if n.startswith(LIFT_PREFIX) and n.removeprefix(LIFT_PREFIX).isdigit()]
+    """The front-end study's runs: every folder with the study file's role ``frontend-study`` (one
+    per API-server count, one sitting; not the gated clients' or a budget sweep's)."""
+    frames = [res.folder_rows(n) for n in res.with_role("frontend-study")]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -155,7 +150,7 @@ def front_end_table(frames: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.
     return shown(frame[["setting", "rate", "runs", "completeness", "front end", *[c for c in columns if c in frame]]])
 
 
-def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame) -> list[str]:
+def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame, handout: list[str]) -> list[str]:
     """What the front-end study shows, each statement with the range it rests on: capacity (rate
     inf) settings compared with each other, then whether several API servers keep up below it."""
     capacity = lift[lift["rate"] == "inf"]
@@ -199,7 +194,7 @@ def lift_facts(lift: pd.DataFrame, rows: pd.DataFrame, below: pd.DataFrame) -> l
             f"bursts (completeness {span_text(split['completeness'])}, throughput "
             f"{span_text(split[THROUGHPUT], 0)} tok/s). These runs are shown, not compared (`harness/bench_gate.py` "
             "starts the clients of a split load together, recorded as `client_gate`).")
-    earlier = rows[(rows["folder"] == "task2") & (rows["rate"] == "inf") & (rows[BUDGET] == 2048)]
+    earlier = rows[rows["folder"].isin(handout) & (rows["rate"] == "inf") & (rows[BUDGET] == 2048)]
     if not earlier.empty and not one.empty:
         facts.append(
             f"The same setting on another H200 host (the committed Task 2 runs at budget 2048, rate "

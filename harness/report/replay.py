@@ -17,11 +17,8 @@ from harness import step_model
 from harness.document import Block, bullets, heading, para, table
 from harness.results import BUDGET, THROUGHPUT, Results, span_text, strategy_label
 from harness.rules import REPLAY_METRICS, replay_ranking, replay_validation
-from harness.report.slo import SCREEN, capacity_folders
+from harness.report.slo import capacity_folders
 from harness.report.text import unit_less
-
-
-BUDGET_REPLAYS, BUDGET_SWEEP = "replay_budgets_api-4", "task2_api-4_budgets"  # held-out budgets, rate inf
 
 
 def ranking_fact(rank: pd.DataFrame) -> str:
@@ -100,24 +97,27 @@ def graph_boundary_text(folder: Path, sm: dict[str, Any]) -> str:
 def budget_replay_fact(res: Results) -> str | None:
     """The step model, fitted at budget 2048, replayed at Task 2's budgets (the default, rate inf)
     against every GPU run of the budget sweep: throughput only, which a merged chunk does not
-    change (section 4), so lagged runs count."""
-    if BUDGET_REPLAYS not in res.serving or BUDGET_SWEEP not in res.serving:
+    change (section 4), so lagged runs count. The replays are the folder with the role
+    ``budget-replays``, the sweep the folder its study file says it replays."""
+    replays = res.one_with_role("budget-replays")
+    sweep = next((f for f in res.studies[replays].replays_of if f in res.serving), None) if replays else None
+    if sweep is None:
         return None
-    sim = res.folder_rows(BUDGET_REPLAYS).groupby(BUDGET)[THROUGHPUT].median()
-    gpu = res.folder_rows(BUDGET_SWEEP).groupby(BUDGET)[THROUGHPUT].median()
+    sim = res.folder_rows(replays).groupby(BUDGET)[THROUGHPUT].median()
+    gpu = res.folder_rows(sweep).groupby(BUDGET)[THROUGHPUT].median()
     both = sorted(set(sim.index) & set(gpu.index))
     if len(both) < 2:
         return None
     errors = {b: sim[b] / gpu[b] - 1 for b in both}
-    fit = res.serving[BUDGET_REPLAYS][0].sim["step_model"]
+    fit = res.serving[replays][0].sim["step_model"]
     coef, boundary = fit["coefficients"], graph_boundary_text(res.folder, fit)
     graph = fit.get("graph_tokens", step_model.GRAPH_TOKENS)
     worst = max(errors, key=lambda b: abs(errors[b]))
     order = {name: " < ".join(str(b) for b in series[both].sort_values().index) for name, series in
              (("sim", sim), ("gpu", gpu))}
     return (f"Budgets held out (the fit saw budget 2048 only): the default at rate inf, replayed at budgets "
-            f"{', '.join(map(str, both))} (`results/{BUDGET_REPLAYS}/`) against the median of every GPU run of "
-            f"`{BUDGET_SWEEP}`: throughput " + "; ".join(f"{b} {errors[b]:+.0%}" for b in both)
+            f"{', '.join(map(str, both))} (`results/{replays}/`) against the median of every GPU run of "
+            f"`{sweep}`: throughput " + "; ".join(f"{b} {errors[b]:+.0%}" for b in both)
             + f". The simulator orders them {order['sim']}, the GPU {order['gpu']}"
             + (" (the same)" if order["sim"] == order["gpu"] else "")
             + f". The largest miss is at {worst}. "
@@ -137,7 +137,7 @@ def replay_section(res: Results) -> list[Block]:
     if v.empty:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
                               place="both")]
-    runs = res.serving[next(f for f in res.folders("replay") if f not in (SCREEN, BUDGET_REPLAYS))]
+    runs = res.serving[res.with_role("replay-validation")[0]]  # not empty: their replays gave ``v``
     sm, cpu = runs[0].sim["step_model"], pd.Series([r.sim["simulation"]["cpu_s"] for r in runs])
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
     logs = ", ".join(Path(entry["path"]).name for entry in sm["provenance"]["logs"])
@@ -150,7 +150,7 @@ def replay_section(res: Results) -> list[Block]:
     rank = replay_ranking(v)
     spread = v[v["runs"] >= 3].assign(x=lambda f: f["high"] / f["low"]).groupby("metric")["x"].max()
     a_ttft = v[(v["strategy"] == "prefill-first") & v["metric"].str.startswith("TTFT")].set_index("workload")["error"]
-    itl = v[(v["metric"] == "ITL P50 (ms)") & v["folder"].str.startswith("task3") & (v["rate"] == "39")]  # stress
+    itl = v[(v["metric"] == "ITL P50 (ms)") & v["folder"].isin(res.folders("task3")) & (v["rate"] == "39")]  # stress
     goal = v.groupby(v["metric"].str.extract(r"(P50|P99|Throughput)")[0])["within goal"].agg(["sum", "size"])
     facts = [
         f"Step model: {sm['formula']}, fitted to {sm['num_steps']} steps of {logs} only (SJF; "

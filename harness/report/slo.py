@@ -22,7 +22,6 @@ from harness.report.text import lag_sentence, no_results
 
 
 CAPACITY_BAR = "the 1.2x bar (1.2x the default's SLO capacity, 95% interval above 1.0)"
-SCREEN = "replay_screen_api-4"  # simulated replays of the SLO-capacity grid: a plan for GPU runs, not a result
 
 
 SLO_MOTIVATION = (
@@ -55,7 +54,8 @@ def attainment_grid(att: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The screen's attainment per replay and SLO pair, and its capacities (``capacity_table``,
     paired by residual seed)."""
-    att = attainment_rows(res.serving.get(SCREEN, []))
+    screen = res.one_with_role("screen")  # simulated replays of the SLO-capacity grid: a plan, not a result
+    att = attainment_rows(res.serving[screen] if screen else [])
     return (att, att) if att.empty else (att, capacity_table(att, draws, paired=True))
 
 
@@ -89,11 +89,12 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
     same = [f"{strategy_label(a)} = {strategy_label(b)} ({w})" for w, g in vec.groupby(level=0)
             for g in [g.dropna(axis=1, how="all")]  # only the strategies replayed on this load
             for i, a in enumerate(g.columns) for b in g.columns[i + 1:] if g[a].equals(g[b])]
-    runs = res.serving[SCREEN]
+    screen = res.one_with_role("screen")  # not None: its replays gave ``caps``
+    runs = res.serving[screen]
     return [heading("Simulated screen: where scheduling may pay -- a plan for GPU runs, not a result", 3),
             para(f"Each point replayed {att['run'].max()} times by `harness/sched_sim.py replay` (the H200 step "
                  f"model of section 6b; one workload seed, {runs[0].config['seed']}; residual seeds 1-"
-                 f"{att['run'].max()}), {len(runs)} replays in `results/{SCREEN}/`. SLO capacity: the highest "
+                 f"{att['run'].max()}), {len(runs)} replays in `results/{screen}/`. SLO capacity: the highest "
                  "rate with >= 90% of kept requests meeting the SLO, linear between grid rates, of the replays' "
                  "mean attainment ('>=' or '<': outside the grid); intervals: 95% percentile bootstrap, the "
                  "replays of each rate resampled with replacement (2000 draws; for the ratio the same draws for "

@@ -23,7 +23,6 @@ from harness.report.text import lag_sentence, no_results, tok_s
 
 HANDOUT_BUDGETS = (512, 1024, 2048, 4096, 8192)  # the handout's Task 2 grid
 HANDOUT_RUNS = 2  # the handout's runs per point (median of 2)
-HANDOUT_FOLDER = "task2"  # the handout's Task 2 runs (its flags: one API server)
 
 
 def capacity_answer(name: str, part: pd.DataFrame, steps: dict[str, Any] | None) -> str | None:
@@ -80,16 +79,16 @@ def graph_steps_sentence(medians: pd.Series, steps: dict[str, Any]) -> str:
 
 
 def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
-                  slow: pd.DataFrame | None = None, slow_note: str = "") -> list[str]:
+                  slow: pd.DataFrame | None = None, slow_note: str = "", handout: str | None = None) -> list[str]:
     """The handout's three questions, answered per setting and load with the run-to-run spread
     beside each answer: latency from the runs whose front end kept up only, rate-inf throughput
     from every run where ``capacity_runs`` allows, with the handout's runs of the same budgets
-    beside it; and, given ``slow`` (``slow_request_rows``), the requests slower than
+    (the folder ``handout``) beside it; and, given ``slow`` (``slow_request_rows``), the requests slower than
     ``SLOW_REQUEST_S`` end to end."""
     capacity = []
     for (name, rate), part in rows.groupby(["setting", "rate"], sort=False):
         if rate == "inf" and (answer := capacity_answer(name, part, steps)):
-            capacity += [answer, *filter(None, [handout_order_fact(part, rows)])]
+            capacity += [answer, *filter(None, [handout and handout_order_fact(part, rows, handout)])]
     if slow is not None and not slow.empty:
         capacity.append(slow_requests_fact(slow, slow_note))
     facts = []
@@ -223,15 +222,15 @@ def flag_check_facts(rows: pd.DataFrame) -> list[str]:
     return facts
 
 
-def handout_order_fact(part: pd.DataFrame, rows: pd.DataFrame) -> str | None:
-    """The handout's rate-inf runs (``HANDOUT_FOLDER``) at the budgets a capacity sweep ``part``
+def handout_order_fact(part: pd.DataFrame, rows: pd.DataFrame, handout_folder: str) -> str | None:
+    """The handout's rate-inf runs (the folder ``handout_folder``) at the budgets a capacity sweep ``part``
     shares with them: their order by median, and whether the sweep's slowest budget is the
     slowest there too, every run below the others' (``separated`` needs 3 runs a side, too many
     here, so plainly: its highest run below their lowest)."""
-    handout = rows[(rows["folder"] == HANDOUT_FOLDER) & (rows["rate"] == "inf")]
+    handout = rows[(rows["folder"] == handout_folder) & (rows["rate"] == "inf")]
     here = part.groupby(BUDGET)[THROUGHPUT].median()
     handout = handout[handout[BUDGET].isin(here.index)]
-    if (part["folder"] == HANDOUT_FOLDER).any() or handout[BUDGET].nunique() < 2:
+    if (part["folder"] == handout_folder).any() or handout[BUDGET].nunique() < 2:
         return None
     runs = dict(list(handout.groupby(BUDGET)[THROUGHPUT]))
     order = handout.groupby(BUDGET)[THROUGHPUT].median().sort_values().index
@@ -252,7 +251,7 @@ def handout_order_fact(part: pd.DataFrame, rows: pd.DataFrame) -> str | None:
         verdict = (f"{slowest}, the sweep's slowest, is not the slowest there ({order[0]} is, by median)"
                    + (f" and its runs overlap those of {' and '.join(overlap)}" if overlap else ""))
     api = int(handout["api servers"].max())
-    return (f"The handout's runs ({HANDOUT_FOLDER}: {api} API server{'s' * (api > 1)}, rate inf) order the same "
+    return (f"The handout's runs ({handout_folder}: {api} API server{'s' * (api > 1)}, rate inf) order the same "
             f"budgets {' < '.join(map(str, order))} by median "
             f"({'; '.join(f'{b}: {span_text(runs[b], 0)}' for b in sorted(runs))} tok/s): {verdict}."
             + (f" They are not read as the engine's pace ({'; '.join(why)}), so they neither confirm nor "
@@ -312,7 +311,8 @@ def task2_section(res: Results) -> list[Block]:
     return blocks + [image(res.folder, "task2_A1_latency.png", "A1: budget vs TTFT/ITL P50/P99"),
                      image(res.folder, "task2_A2_throughput.png", "A2: budget vs throughput"),
                      heading("Answers from the data", 3),
-                     bullets(task2_answers(rows, res.budget_steps, slow_request_rows(res.runs("task2")), slow_note(res)))]
+                     bullets(task2_answers(rows, res.budget_steps, slow_request_rows(res.runs("task2")), slow_note(res),
+                                           res.one_with_role("handout-setting", "task2")))]
 
 
 def slow_note(res: Results) -> str:

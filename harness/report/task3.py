@@ -192,7 +192,7 @@ def task3_section(res: Results) -> list[Block]:
     for folder in (f for f in res.folders("task3") if f not in sweeps):
         for workload, rate in res.points(folder):
             part = rows[(rows["folder"] == folder) & (rows["workload"] == workload) & (rows["rate"] == rate)]
-            title = f"{workload}, {load_label(rate)}" + (f" ({folder})" if folder != "task3" else "")
+            title = f"{workload}, {load_label(rate)}" + ("" if "handout-setting" in res.studies[folder].roles else f" ({folder})")
             blocks += [heading(title, 3),
                        table(shown(point_table(part, ["setting", "strategy"]),
                                    (BUDGET, "attainment", "goodput (req/s)")), place="appendix"),
