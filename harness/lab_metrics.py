@@ -362,10 +362,16 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
     Goodput = requests meeting the SLO / the span from the first kept start to the last kept end.
     ``num_missed_by_term``: successful requests over each term's limit (one request can miss
     several), which says whether first tokens or the pace after them cost the SLO.
+
+    Why the tail keys: a policy can raise attainment by making long prompts wait (SJF does), so
+    ``longest_decile`` gives the kept requests whose prompts are at or above the 90th percentile of
+    length: their attainment and TTFT P99 and maximum (ms, a failure as inf); ``token_attainment``
+    weighs each request by its tokens (prompt + output), so a met short request counts less than
+    a missed long one.
     """
     kept = kept_indices(detail["start_times"], warmup_fraction)
     e2e_s = {i: request_e2e_s(detail, i) for i in kept if is_success(detail, i)}
-    good = 0
+    met_slo: set[int] = set()
     missed = {name: 0 for name in slo}
     for i, e2e in e2e_s.items():
         tpot = request_tpot_ms(detail, i, e2e)
@@ -373,12 +379,31 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
         misses = [name for name, limit in slo.items() if met[name] > limit]
         for name in misses:
             missed[name] += 1
-        good += not misses
+        if not misses:
+            met_slo.add(i)
+    good = len(met_slo)
     span = run_span_s(detail, kept, e2e_s)
+    tokens = {i: detail["input_lens"][i] + detail["output_lens"][i] for i in kept}
     return {"slo_ms": dict(slo), "num_kept": len(kept), "num_good": good,
             "num_failed": len(kept) - len(e2e_s), "num_missed_by_term": missed,
             "attainment": good / len(kept) if kept else None,
-            "goodput_req_s": good / span if span > 0 else None}
+            "goodput_req_s": good / span if span > 0 else None,
+            "token_attainment": sum(tokens[i] for i in met_slo) / sum(tokens.values()) if kept else None,
+            "longest_decile": longest_decile(detail, kept, e2e_s, met_slo)}
+
+
+def longest_decile(detail: dict[str, Any], kept: list[int], e2e_s: dict[int, float],
+                   met_slo: set[int]) -> dict[str, Any] | None:
+    """The kept requests whose prompts are at least the 90th percentile of the kept prompts'
+    lengths: how many, their SLO attainment, their TTFT P99 and maximum (ms; a failure as inf)."""
+    if not kept:
+        return None
+    bar = float(np.percentile([detail["input_lens"][i] for i in kept], 90))
+    longest = [i for i in kept if detail["input_lens"][i] >= bar]
+    ttft = [detail["ttfts"][i] * 1e3 if i in e2e_s else math.inf for i in longest]
+    return {"min_prompt_tokens": int(math.ceil(bar)), "num": len(longest),
+            "attainment": sum(i in met_slo for i in longest) / len(longest),
+            "ttft_p99_ms": percentiles(ttft)["p99"], "ttft_max_ms": max(ttft)}
 
 
 class PeriodicSampler:

@@ -269,6 +269,9 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             THROUGHPUT: summary["output_throughput_tok_s"],
             "client throughput (tok/s)": run.client.get("output_throughput"),
             "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
+            "token attainment": attained.get("token_attainment"),
+            **{f"longest decile {name}": (attained.get("longest_decile") or {}).get(key) for name, key in (
+                ("attainment", "attainment"), ("TTFT P99 (ms)", "ttft_p99_ms"), ("TTFT max (ms)", "ttft_max_ms"))},
             "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
             "timeout rate": summary["timeout_rate"],
             "completeness": front["token_gaps"]["completeness"], "lagged": bool(front["lagged"]),

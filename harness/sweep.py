@@ -288,7 +288,8 @@ def run_all(name: str, sweep: SweepArgs, configs: list[Config], describe: Any) -
         sys.exit(130)
     finally:
         lanes.close()
-    note_study(name, sweep.out_dir)
+    for task in dict.fromkeys(config.task for config in configs):  # one task a sweep ("slo" for slo_study)
+        note_study(task, sweep.out_dir)
     if sweep.plot:
         subprocess.run([sys.executable, str(ROOT / "plot_results.py"), "--results", str(sweep.out_dir.parent)],
                        check=False)

@@ -4,8 +4,10 @@ the study cut after one run and resumed by a second call that finds the server t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +47,19 @@ def study(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
-def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_server(tmp_path):
+@pytest.fixture
+def no_server_left(tmp_path):
+    """Whatever the test's end, no study server stays up (a failed call can leave the one an earlier
+    call kept up, and a stray server falsifies other tests' count of servers on the host)."""
+    yield
+    state = tmp_path / "results" / "task2_study" / "logs" / "server.json"
+    if state.exists():
+        pid = json.loads(state.read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_server(tmp_path, no_server_left):
     folder = tmp_path / "results" / "task2_study"
     first = study(tmp_path, "--max-runs", "1", "--keep-server")
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-3000:]

@@ -166,6 +166,21 @@ def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
         parse_slo("itl:50")
 
 
+def test_the_longest_tenth_and_token_weights_show_who_pays():
+    """Requests 7 (slow) and 8 get long prompts (1000 tokens): the longest tenth of the 9 kept
+    requests is those two (at or above the 90th percentile, 1000); one met the SLO, the slow one
+    waited 5 s. By tokens, the met requests weigh 6 x 104 + 1004 of 9 x 104 (less 4, the failed
+    request's empty output) + 2 x 900."""
+    detail = _detail()
+    detail["input_lens"][7] = detail["input_lens"][8] = 1000
+    result = slo_attainment(detail, parse_slo("ttft:500 tpot:50"))
+    decile = result["longest_decile"]
+    assert (decile["min_prompt_tokens"], decile["num"], decile["attainment"]) == (1000, 2, 0.5)
+    assert decile["ttft_max_ms"] == pytest.approx(5000.0)
+    assert decile["ttft_p99_ms"] == pytest.approx(100 + 0.99 * 4900)
+    assert result["token_attainment"] == pytest.approx((6 * 104 + 1004) / (9 * 104 - 4 + 2 * 900))
+
+
 def _arrivals_error_s(got: list[float], want: list[float]) -> float:
     """Largest gap, over a request's chunks, between the arrival times two ITL lists give."""
     return float(np.abs(np.cumsum(got) - np.cumsum(want)).max()) if want else 0.0

@@ -226,6 +226,22 @@ def test_the_handout_rate_answer_pairs_runs_within_rounds_recomputed_from_the_fi
     assert task3.handout_rate_answers(rows.assign(round=None), points) == []
 
 
+def test_the_slo_tail_reads_the_longest_tenth_of_prompts_from_the_arrays():
+    """The tail table's longest-decile maximum TTFT is recomputed here from one run's arrays."""
+    folder = RESULTS / "task3_api-4_heavy"
+    runs = layer.load_runs(folder)
+    rows = layer.run_rows(runs)
+    run = runs[0]
+    detail, kept = run.detail, layer.kept_indices(run.detail["start_times"], run.config["warmup_fraction"])
+    bar = np.percentile([detail["input_lens"][i] for i in kept], 90)
+    longest = [detail["ttfts"][i] * 1e3 for i in kept if detail["input_lens"][i] >= bar]
+    assert rows.iloc[0]["longest decile TTFT max (ms)"] == pytest.approx(max(longest))
+    table = slo.tail_table(rows)
+    assert len(table) == rows.groupby(["strategy", "rate"]).ngroups
+    fact = slo.tail_fact(rows)
+    assert fact is None or "longest tenth of prompts" in fact
+
+
 def test_replay_validation_recomputed_from_the_files():
     """Section 6b's errors: the median of each point's replays (3 residual seeds) against the median
     of the GPU runs of the same load (one client, kept up), recomputed here straight from the JSON

@@ -244,6 +244,45 @@ def price_fact(rows: pd.DataFrame, caps: pd.DataFrame | None = None) -> str:
               "read P99 TTFT beside attainment (Pareto figure).")
 
 
+TAIL = ("attainment", "token attainment", "longest decile attainment", "longest decile TTFT P99 (ms)",
+        "longest decile TTFT max (ms)")
+
+
+def tail_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and rate, over the runs (their range): attainment under the run's SLO beside its
+    token-weighted form and the longest tenth of prompts' attainment and TTFT P99 and maximum, so
+    that a strategy which wins attainment by making long prompts wait shows it."""
+    out = []
+    for (name, rate), g in rows.groupby(["strategy", "rate"], sort=False):
+        cells = {c: span_text(g[c] * 100, 0) + "%" if "attainment" in c else span_text(g[c] / 1000, 1)
+                 for c in TAIL}
+        out.append({"strategy": strategy_label(name), "rate": rate,
+                    **{c.replace(" (ms)", " (s)"): v for c, v in cells.items()}})
+    return pd.DataFrame(out).sort_values(["strategy", "rate"], key=lambda c: c.map(
+        lambda v: float(v) if c.name == "rate" else v), kind="stable")
+
+
+def tail_fact(rows: pd.DataFrame) -> str | None:
+    """Where a strategy's attainment (median of runs) is above the default's at a rate: what its
+    longest tenth of prompts got there, beside the default's."""
+    med = rows.groupby(["strategy", "rate"])[list(TAIL)].median()
+    facts = []
+    for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
+        rates = [r for (s, r) in med.index if s == name and ("default", r) in med.index
+                 and med.at[(s, r), "attainment"] > med.at[("default", r), "attainment"]]
+        if not rates:
+            continue
+        own = rows[(rows["strategy"] == name) & rows["rate"].isin(rates)]
+        base = rows[(rows["strategy"] == "default") & rows["rate"].isin(rates)]
+        facts.append(f"at {' and '.join(sorted(rates, key=float))} req/s, where {strategy_label(name)} meets the "
+                     f"SLO for more requests than the default, its longest tenth of prompts met it in "
+                     f"{span_text(own['longest decile attainment'] * 100, 0)}% of cases (range over runs) against "
+                     f"the default's {span_text(base['longest decile attainment'] * 100, 0)}%, and their longest "
+                     f"wait for a first token was {span_text(own['longest decile TTFT max (ms)'] / 1000, 1)} s "
+                     f"against {span_text(base['longest decile TTFT max (ms)'] / 1000, 1)} s")
+    return ("The tail (table below, every run): " + "; ".join(facts) + ".") if facts else None
+
+
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
     """SLO sweeps measured on the GPU: attainment per rate, capacity per strategy with
     bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
@@ -273,7 +312,8 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                    table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), place="appendix"),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),
                    image(res.folder, f"{folder}_pareto.png", "P99 TTFT against P99 ITL, one point per strategy and rate"),
-                   bullets(facts)]
+                   bullets(facts + [t for t in [tail_fact(rows)] if t]),
+                   table(tail_table(rows))]
     if blocks:
         blocks.insert(0, heading("GPU runs: SLO capacity with intervals", 3))
     return blocks
