@@ -414,5 +414,7 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
     for slo in ("ttft:500 tpot:50", "ttft:200 tpot:25"):
         new, old = slos[0][slo], slos[1][slo]
         assert Run.read(out).attainment(slo) == new
-        assert {k: v for k, v in new.items() if k != "goodput_req_s"} == {k: v for k, v in old.items() if k != "goodput_req_s"}
+        # The stored file predates the tail keys (token attainment, longest decile): compare what it has.
+        assert {"token_attainment", "longest_decile"} <= new.keys()
+        assert {k: new[k] for k in old if k != "goodput_req_s"} == {k: v for k, v in old.items() if k != "goodput_req_s"}
         assert new["goodput_req_s"] == pytest.approx(old["goodput_req_s"], rel=1e-4)
