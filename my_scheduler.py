@@ -280,14 +280,16 @@ class OnTimeAdmission:
 
     ttft_slo_ms: float | None = None
     ttft_margin_ms: float | None = None
+    wait_bound_s: float | None = None
     wall_clock: Callable[[], float] = staticmethod(time.time)
 
     def _start_on_time_admission(self) -> float:
         """The wait budget (TTFT target minus margin) in seconds, kept for the counters; records
-        both settings and zeroes the counters."""
+        the settings (the wait bound too) and zeroes the counters."""
         slo_ms, margin_ms = target_and_margin(self, "ttft_slo_ms", "ttft_margin_ms")
-        self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
-        self.count("admitted_on_time", "admitted_late")
+        self._bound_s = setting(self, "wait_bound_s")
+        self.policy_settings.update({"ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms, "wait_bound_s": self._bound_s})
+        self.count("admitted_on_time", "admitted_late", "admitted_overdue")
         self._budget_s = (slo_ms - margin_ms) / 1000.0
         return self._budget_s
 
@@ -301,96 +303,128 @@ class OnTimeAdmission:
         for new in output.scheduled_new_reqs:
             waited = now - self.requests[new.req_id].arrival_time
             self.policy_stats["admitted_on_time" if waited < self._budget_s else "admitted_late"] += 1
+            self.policy_stats["admitted_overdue"] += 0 < self._bound_s <= waited
         return output
 
 
 class OnTimeShortestJobFirstQueue(ShortestJobFirstQueue):
-    """B1's order among the requests that can still meet their TTFT deadline; the late ones after.
+    """B1's order among the requests that can still meet their TTFT deadline; the late ones after;
+    and, with a wait bound, the overdue ones before all.
 
     A request that has waited longer than the budget ``D`` (the TTFT SLO minus a margin for its
     own prefill) has missed the SLO whatever happens next; admitting it ahead of one that can still
     make it turns one miss into two. Under overload plain SJF still admits a long prompt once the
     short ones are served, although by then it is late, while new short prompts wait behind it.
-    Here a request moves to the late heap once it has waited ``D``, at the first read of the queue
-    after that (each moves once, in arrival order: O(log n)), and late requests are admitted,
-    shortest first, only when no on-time request waits. Nothing is dropped. A request vLLM puts
-    back (preempted) already had its first token: it re-enters the on-time heap and never turns late.
-    ``freeze(now)`` pins the time for one planning step, so ``peek_request`` and the
-    ``pop_request`` after it always agree; unfrozen, the queue reads ``clock``.
+    Here a request turns late once it has waited ``D``, at the first read of the queue after that
+    (each turns once, in arrival order: O(log n)), and late requests are admitted, shortest first,
+    only when no on-time request waits. Nothing is dropped.
+
+    That order can starve: while on-time requests keep coming, a late one waits for a lull. With
+    ``wait_bound_s`` ``W`` > 0 a request that has waited ``W`` turns overdue and goes ahead of
+    everything, overdue ones first come first served, so no request waits much beyond ``W`` while
+    the engine keeps up with the overdue ones (``W`` = 0: no bound, F as first built).
+
+    A request vLLM puts back (preempted) already had its first token: it re-enters the on-time heap
+    and never turns late or overdue. ``freeze(now)`` pins the time for one planning step, so
+    ``peek_request`` and the ``pop_request`` after it always agree; unfrozen, the queue reads ``clock``.
     """
 
+    ON_TIME, LATE, OVERDUE = 0, 1, 2
+
     def __init__(self, use_priority: bool, aging_tokens_per_s: float, deadline_s: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, wait_bound_s: float = 0.0) -> None:
         super().__init__(use_priority, aging_tokens_per_s)
-        self._deadline_s, self._clock, self._frozen_now = deadline_s, clock, None
-        self._on_time: set[int] = set()  # tiebreaks of the entries of the on-time heap still there
-        self._by_arrival: list[tuple[float, int, tuple]] = []  # (arrival, tiebreak, entry): who turns late next
-        self._late: list[tuple[int, float, float, int, Request]] = []
+        self._deadline_s, self._bound_s, self._clock, self._frozen_now = deadline_s, wait_bound_s, clock, None
+        self._waiting: dict[int, tuple[int, tuple]] = {}  # tiebreak -> (tier, entry) of every request waiting
+        self._late: list[tuple[int, float, float, int, Request]] = []  # by key
+        self._overdue: list[tuple[float, int, tuple]] = []  # (arrival, tiebreak, entry): first come first served
+        self._turns_late: list[tuple[float, int]] = []  # (arrival, tiebreak): who turns late next
+        self._turns_overdue: list[tuple[float, int]] = []  # (arrival, tiebreak): who turns overdue next
+        # Entries that left a tier (popped, removed, moved on) stay in its heap and are dropped when on top.
 
     def freeze(self, now: float | None) -> None:
         self._frozen_now = now
 
     def add_request(self, request: Request) -> None:
         entry = self._entry(request)
-        heapq.heappush(self._heap, entry)
-        heapq.heappush(self._by_arrival, (request.arrival_time, entry[3], entry))
-        self._on_time.add(entry[3])
+        self._push_on_time(entry)
+        heapq.heappush(self._turns_late, (request.arrival_time, entry[3]))
+        if self._bound_s > 0:
+            heapq.heappush(self._turns_overdue, (request.arrival_time, entry[3]))
 
     def prepend_request(self, request: Request) -> None:
-        entry = self._entry(request)
-        heapq.heappush(self._heap, entry)
-        self._on_time.add(entry[3])
+        self._push_on_time(self._entry(request))
 
     def prepend_requests(self, requests: RequestQueue) -> None:
         for request in requests:
             self.prepend_request(request)
 
+    def _push_on_time(self, entry: tuple) -> None:
+        heapq.heappush(self._heap, entry)
+        self._waiting[entry[3]] = (self.ON_TIME, entry)
+
+    def _tier(self, tiebreak: int) -> int | None:
+        held = self._waiting.get(tiebreak)
+        return None if held is None else held[0]
+
     def _demote(self) -> None:
-        """Move every on-time entry whose wait reached the deadline to the late heap, then drop
-        moved (or popped) entries off the top of the on-time heap."""
+        """Turn late every on-time request that waited the deadline and overdue every waiting one
+        that waited the bound, then drop what left a tier off the tops of the heaps."""
         now = self._frozen_now if self._frozen_now is not None else self._clock()
-        while self._by_arrival and self._by_arrival[0][0] <= now - self._deadline_s:
-            _, tiebreak, entry = heapq.heappop(self._by_arrival)
-            if tiebreak in self._on_time:  # not popped or removed meanwhile
-                self._on_time.discard(tiebreak)
+        while self._turns_late and self._turns_late[0][0] <= now - self._deadline_s:
+            _, tiebreak = heapq.heappop(self._turns_late)
+            if self._tier(tiebreak) == self.ON_TIME:
+                entry = self._waiting[tiebreak][1]
+                self._waiting[tiebreak] = (self.LATE, entry)
                 heapq.heappush(self._late, entry)
-        while self._heap and self._heap[0][3] not in self._on_time:
-            heapq.heappop(self._heap)
+        while self._turns_overdue and self._turns_overdue[0][0] <= now - self._bound_s:
+            arrival, tiebreak = heapq.heappop(self._turns_overdue)
+            if self._tier(tiebreak) in (self.ON_TIME, self.LATE):
+                entry = self._waiting[tiebreak][1]
+                self._waiting[tiebreak] = (self.OVERDUE, entry)
+                heapq.heappush(self._overdue, (arrival, tiebreak, entry))
+        for heap, tier, at in ((self._overdue, self.OVERDUE, 1), (self._heap, self.ON_TIME, 3),
+                               (self._late, self.LATE, 3)):
+            while heap and self._tier(heap[0][at]) != tier:
+                heapq.heappop(heap)
+
+    def _first(self, pop: bool) -> Request:
+        """The next request to admit: overdue first, then on time, then late."""
+        self._demote()
+        for heap, at in ((self._overdue, 1), (self._heap, 3), (self._late, 3)):
+            if heap:
+                top = heapq.heappop(heap) if pop else heap[0]
+                if pop:
+                    del self._waiting[top[at]]
+                return top[-1] if at == 3 else top[2][-1]
+        raise IndexError(f"{'pop' if pop else 'peek'} from an empty queue")
 
     def pop_request(self) -> Request:
-        self._demote()
-        if self._heap:
-            entry = heapq.heappop(self._heap)
-            self._on_time.discard(entry[3])
-            return entry[-1]
-        if self._late:
-            return heapq.heappop(self._late)[-1]
-        raise IndexError("pop from an empty queue")
+        return self._first(pop=True)
 
     def peek_request(self) -> Request:
-        self._demote()
-        if self._heap:
-            return self._heap[0][-1]
-        if self._late:
-            return self._late[0][-1]
-        raise IndexError("peek from an empty queue")
+        return self._first(pop=False)
 
     def remove_requests(self, requests: Iterable[Request]) -> None:
+        """Drop ``requests`` (their heap entries go when they reach the top)."""
         doomed = set(requests)
-        self._heap = [e for e in self._heap if e[3] in self._on_time and e[-1] not in doomed]
-        self._late = [e for e in self._late if e[-1] not in doomed]
-        self._on_time = {e[3] for e in self._heap}
-        self._by_arrival = [a for a in self._by_arrival if a[1] in self._on_time]
-        for heap in (self._heap, self._late, self._by_arrival):
+        for tiebreak in [t for t, (_, entry) in self._waiting.items() if entry[-1] in doomed]:
+            del self._waiting[tiebreak]
+        for heap, tier, at in ((self._overdue, self.OVERDUE, 1), (self._heap, self.ON_TIME, 3),
+                               (self._late, self.LATE, 3)):
+            heap[:] = [item for item in heap if self._tier(item[at]) == tier]
             heapq.heapify(heap)
 
     def __len__(self) -> int:
-        return len(self._on_time) + len(self._late)
+        return len(self._waiting)
 
     def __iter__(self) -> Iterator[Request]:
-        """Admission order at the time of the last read: on time by key, then late by key."""
-        on_time = sorted(e for e in self._heap if e[3] in self._on_time)
-        return (entry[-1] for entry in [*on_time, *sorted(self._late)])
+        """Admission order at the time of the last read: overdue by arrival, on time by key, late by key."""
+        held = self._waiting.values()
+        overdue = sorted((entry[2], entry[3], entry) for tier, entry in held if tier == self.OVERDUE)
+        on_time = sorted(entry for tier, entry in held if tier == self.ON_TIME)
+        late = sorted(entry for tier, entry in held if tier == self.LATE)
+        return (entry[-1] for entry in [*(o[2] for o in overdue), *on_time, *late])
 
 
 class OnTimeShortestJobFirstPolicy(OnTimeAdmission, ShortestJobFirstPolicy):
@@ -400,16 +434,18 @@ class OnTimeShortestJobFirstPolicy(OnTimeAdmission, ShortestJobFirstPolicy):
     what it gained once the queue held requests already past the TTFT deadline (a long prompt
     admitted late delays short ones that could still make it). Settings (``--additional-config``
     keys; class attributes win): ``aging_tokens_per_s`` as B1, ``ttft_slo_ms`` (default 500) and
-    ``ttft_margin_ms`` (default 100: time left for the prefill itself and the first token's trip).
-    Arrival times are compared with ``wall_clock``. Counters: ``admitted_on_time`` and
-    ``admitted_late`` (new requests by their wait when first scheduled).
+    ``ttft_margin_ms`` (default 100: time left for the prefill itself and the first token's trip),
+    ``wait_bound_s`` (default 0, none: the wait after which a request goes ahead of every newer one,
+    so that the longest prompts are not starved under sustained load).
+    Arrival times are compared with ``wall_clock``. Counters: ``admitted_on_time``,
+    ``admitted_late`` and ``admitted_overdue`` (new requests by their wait when first scheduled).
     """
 
     def start_policy(self) -> None:
         super().start_policy()
         self.waiting = OnTimeShortestJobFirstQueue(self.policy == SchedulingPolicy.PRIORITY,
                                                    self.policy_settings["aging_tokens_per_s"],
-                                                   self._start_on_time_admission(), self.wall_clock)
+                                                   self._start_on_time_admission(), self.wall_clock, self._bound_s)
 
 
 class OnTimeSJFScheduler(StepRecorder, OnTimeShortestJobFirstPolicy):

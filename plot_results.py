@@ -116,12 +116,12 @@ def plot_cdfs(loaded: list[Run], workload: str, rate: str, figures: Path) -> Pat
     where a folder has several), dashed where the front end lagged. Failed requests keep the
     TTFT curve below 1."""
     part = [r for r in loaded if r.point == (workload, rate)]
-    part.sort(key=lambda r: (_strategy_order(r.config["scheduler"]), r.setting, r.config["run"]))
+    part.sort(key=lambda r: (_strategy_order(r.config.strategy_variant), r.setting, r.config.run))
     several = len({r.setting for r in part}) > 1
     colors: dict[str, str] = {}
     fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(11, 4.2))
     for run in part:
-        name = strategy_label(run.config["scheduler"]) + (f" [{run.setting}]" if several else "")
+        name = strategy_label(run.config.strategy_variant) + (f" [{run.setting}]" if several else "")
         label = None if name in colors else name
         color = colors.setdefault(name, f"C{len(colors)}")
         values = kept_request_values(run)

@@ -69,7 +69,7 @@ gpu_bound_regime() {
   if [ ${#DRY_RUN[@]} -eq 0 ]; then
     read -r half near < <(PYTHONPATH="$ROOT" "$(lab_python)" -c 'import sys; from pathlib import Path
 from harness.sweep import capacity_rate as c
-print(*(round(c(Path(sys.argv[1]), "mnbt-2048", f, 256)) for f in (0.5, 0.9)))' "$folder")
+print(*(round(c(Path(sys.argv[1]), 2048, f, 256)) for f in (0.5, 0.9)))' "$folder")
   fi
   export LAB3_STEP_LOG="$RESULTS/steplogs/qwen3-8b_api-${API}_${SITTING}_kv-recorder.csv"
   bash "$ROOT/task3.sh" --runs 1 --no-plot "${DRY_RUN[@]}" "${model[@]}" --api-servers "$API" \

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.host_monitor import LoadWindow
 from harness.lab_metrics import DETAIL_KEYS
-from harness.run_record import rate_label
+from harness.run_config import rate_label
 from harness.server import ROOT, HarnessError, log_tail, vllm_cli
 
 CLIENT_GATE_TIMEOUT_S = 120  # how long the clients of one run wait for each other to be set up
@@ -82,12 +82,11 @@ def client_share(total: int | None, clients: int, index: int) -> int | None:
     return total // clients + (1 if index < total % clients else 0)
 
 
-def client_rate(rate: str, clients: int) -> str:
-    """Each of ``clients`` Poisson streams offers rate / clients; their union is the rate asked
-    for (a sum of independent Poisson processes is Poisson). ``inf`` stays ``inf``."""
-    if rate_label(rate) == "inf" or clients == 1:
-        return rate
-    return f"{float(rate) / clients:g}"
+def client_rate(rate: float | None, clients: int) -> str:
+    """``--request-rate`` of each of ``clients`` Poisson streams: rate / clients, so that their union
+    offers the rate asked for (a sum of independent Poisson processes is Poisson); None (all at
+    once) is ``inf``."""
+    return rate_label(None if rate is None else rate / clients)
 
 
 def bench_program(gate: Path | None, clients: int, index: int) -> list[str]:

@@ -23,7 +23,9 @@ Definitions (all latencies in milliseconds):
   end counts as output_len / chunks tokens, so the total stays the request's output length;
 * request throughput: as ``vllm bench serve``'s ``request_throughput``, every successful request,
   warm-up ones included, over the whole run (``request_throughput``). Files written before it was
-  added have no ``request_throughput_req_s``.
+  added have no ``request_throughput_req_s``;
+* output pace: output tokens emitted per second over the kept arrival window against those the
+  requests arriving in it asked for (``output_pace``): below 1 the queue grew, the run was overloaded.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ FRONTEND_LAG_THRESHOLD = 0.99  # token-gap completeness below this: the front en
 # request per step, and no H200 step logged was under 2 ms): both tokens waited in the API server
 # or the client and were read back to back. Completeness misses this lateness; this share shows it.
 LATE_GAP_S = 1e-4
+MIN_PACE_WINDOW_S = 1.0  # an arrival window shorter than this has no pace to keep (rate inf)
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,7 +309,25 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION,
         "window_output_tokens": window_tokens,
         "output_throughput_tok_s": window_tokens / span if span > 0 else None,
         "request_throughput_req_s": request_throughput(detail),
+        "output_pace": output_pace(detail, kept),
     }
+
+
+def output_pace(detail: dict[str, Any], kept: list[int]) -> dict[str, float] | None:
+    """Did the engine keep pace with its load? Over the kept arrival window (first to last kept
+    start), the output tokens emitted per second against those the requests arriving in it asked
+    for; ``ratio`` near 1 in a run that kept up, below it where the queue grew. Unlike the completed
+    request rate, it has no drain in it: a short run's last requests still decoding after the last
+    arrival do not read as overload. None for a window under ``MIN_PACE_WINDOW_S``: at rate inf the
+    requests go out within a moment, and there is no arrival pace to keep."""
+    starts = [detail["start_times"][i] for i in kept]
+    first, last = (min(starts), max(starts)) if starts else (0.0, 0.0)
+    if last - first < MIN_PACE_WINDOW_S:
+        return None
+    window = last - first
+    emitted = tokens_in_window(detail, first, last) / window
+    offered = sum(detail["output_lens"][i] for i, t in enumerate(detail["start_times"]) if first <= t <= last) / window
+    return {"emitted_tok_s": emitted, "offered_tok_s": offered, "ratio": emitted / offered if offered else math.nan}
 
 
 def frontend_check(detail: dict[str, Any], warmup_fraction: float,
@@ -367,7 +388,10 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
     ``longest_decile`` gives the kept requests whose prompts are at or above the 90th percentile of
     length: their attainment and TTFT P99 and maximum (ms, a failure as inf); ``token_attainment``
     weighs each request by its tokens (prompt + output), so a met short request counts less than
-    a missed long one.
+    a missed long one. ``by_third`` is the attainment of the kept requests that arrived in each
+    third of the kept arrival window (by start time): a queue that has settled gives the middle and
+    the last third the same share, one that still grows gives the last third less
+    (``rules.steady_trend``).
     """
     kept = kept_indices(detail["start_times"], warmup_fraction)
     e2e_s = {i: request_e2e_s(detail, i) for i in kept if is_success(detail, i)}
@@ -389,7 +413,22 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
             "attainment": good / len(kept) if kept else None,
             "goodput_req_s": good / span if span > 0 else None,
             "token_attainment": sum(tokens[i] for i in met_slo) / sum(tokens.values()) if kept else None,
-            "longest_decile": longest_decile(detail, kept, e2e_s, met_slo)}
+            "longest_decile": longest_decile(detail, kept, e2e_s, met_slo),
+            "by_third": attainment_by_third(detail["start_times"], kept, met_slo)}
+
+
+def attainment_by_third(start_times: list[float], kept: list[int], met_slo: set[int]) -> list[float | None]:
+    """SLO attainment of the kept requests arriving in each third of the time from the first kept
+    start to the last (None for a third that no request arrived in). Thirds of time, not of
+    requests: under a burst, a third of the requests can arrive in a moment."""
+    if not kept:
+        return [None, None, None]
+    first = min(start_times[i] for i in kept)
+    width = (max(start_times[i] for i in kept) - first) / 3
+    thirds: list[list[int]] = [[], [], []]
+    for i in kept:
+        thirds[min(int((start_times[i] - first) / width), 2) if width > 0 else 0].append(i)
+    return [sum(i in met_slo for i in part) / len(part) if part else None for part in thirds]
 
 
 def longest_decile(detail: dict[str, Any], kept: list[int], e2e_s: dict[int, float],

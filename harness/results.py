@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.lab_metrics import is_success, kept_indices, parse_slo, read_detail, slo_attainment, slo_key
+from harness.lab_metrics import (is_success, kept_indices, output_pace, parse_slo, read_detail, request_throughput,
+                                 slo_attainment, slo_key)
+from harness.run_config import RunConfig
 from harness.strategies import RETIRED, STRATEGIES
 from harness.study_file import Study, StudyFileError, read_study
 
@@ -42,6 +44,10 @@ CORES = (API_CORES, BUSIEST_API, ENGINE_CORES, CLIENT_CORES, GPU_UTIL)
 WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with one chunk per token
 LATE_GAPS = "gaps under 0.1 ms (%)"  # tokens read back to back: late, though in their own chunks
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
+COMPLETED = "completed (req/s)"  # requests completed per second, beside the offered rate
+PACE = "output pace"  # output emitted / output offered over the arrival window: below 1, overload
+# Attainment of the requests arriving in each third of a run's window: the steady-state check
+THIRDS = ("first third attainment", "middle third attainment", "last third attainment")
 PREFILL_CHUNK = "prefill tokens per prefill step"
 VALUES = (*METRICS, THROUGHPUT, *SLO_COLUMNS, *CORES, "mixed steps", "fallback steps")
 
@@ -143,13 +149,14 @@ class Run:
 
     path: Path
     meta: dict[str, Any]
-    config: dict[str, Any]
+    config: RunConfig
     summary: dict[str, Any]
     frontend: dict[str, Any]
     client: dict[str, Any]
     host: dict[str, Any] | None  # None: a file from before the harness read the host
     engine: dict[str, Any]
     sim: dict[str, Any] = field(default_factory=dict)  # a replay's ``simulation`` and ``step_model`` blocks
+    timing: dict[str, Any] = field(default_factory=dict)  # a study run's server start and client overhead
 
     @classmethod
     def read(cls, path: Path) -> Run | None:
@@ -157,9 +164,9 @@ class Run:
         data = json.loads(path.read_text())
         if "summary" not in data or "config" not in data:
             return None
-        return cls(path, data.get("meta") or {}, data["config"], data["summary"], data["frontend"],
+        return cls(path, data.get("meta") or {}, RunConfig.from_record(data["config"]), data["summary"], data["frontend"],
                    data["client"], data.get("host"), data.get("engine") or {},
-                   {k: data[k] for k in ("simulation", "step_model") if k in data})
+                   {k: data[k] for k in ("simulation", "step_model") if k in data}, data.get("timing") or {})
 
     @property
     def folder(self) -> str:
@@ -174,12 +181,36 @@ class Run:
         the lab's pair): as the file stores it (``summary.slo_attainment``, the replays written
         without per-request arrays), else recomputed from the arrays."""
         stored = (self.summary.get("slo_attainment") or {}).get(slo_key(slo))
-        return stored or slo_attainment(self.detail, parse_slo(slo), self.config["warmup_fraction"])
+        return stored or slo_attainment(self.detail, parse_slo(slo), self.config.warmup_fraction)
+
+    @property
+    def completed_req_s(self) -> float | None:
+        """Requests completed per second over the run (``lab_metrics.request_throughput``): as
+        stored, else from the arrays. Below the offered rate, the run was overloaded."""
+        stored = self.summary.get("request_throughput_req_s")
+        if stored is not None or not self.client.get("detail_file"):  # a replay stored without arrays
+            return stored
+        return request_throughput(self.detail)
+
+    @property
+    def output_pace(self) -> float | None:
+        """Output emitted / output offered over the arrival window (``lab_metrics.output_pace``):
+        as stored, else from the arrays; None at rate inf or for a replay stored without either."""
+        if self.config.rate is None:
+            return None
+        if "output_pace" in self.summary:
+            stored = self.summary["output_pace"]
+            return stored["ratio"] if stored else None
+        if not self.client.get("detail_file"):
+            return None
+        detail = self.detail
+        pace = output_pace(detail, kept_indices(detail["start_times"], self.config.warmup_fraction))
+        return pace["ratio"] if pace else None
 
     @property
     def served_by(self) -> tuple[int, int]:
         """(API-server processes, client processes); files from before the knobs had one each."""
-        return self.config.get("api_server_count") or 1, self.config.get("client_processes") or 1
+        return self.config.api_server_count, self.config.client_processes
 
     @property
     def setting(self) -> str:
@@ -190,12 +221,12 @@ class Run:
     @property
     def simulated(self) -> bool:
         """A replay of the scheduler on a virtual clock (``sched_sim.py replay``), not a GPU run."""
-        return bool(self.config.get("simulated"))
+        return self.config.simulated
 
     @property
     def point(self) -> tuple[str, str]:
         """(workload, rate): the load, whatever served it."""
-        return self.config["workload"], self.config["rate"]
+        return self.config.workload, self.config.rate_label
 
 
 def load_runs(folder: Path) -> list[Run]:
@@ -228,24 +259,6 @@ def prefill_chunk(counts: dict[str, Any]) -> float | None:
     return tokens["prefill"] / with_prefill if with_prefill and "prefill" in tokens else None
 
 
-def offered_tok_s(cfg: dict[str, Any]) -> float | None:
-    """Output tokens per second the client offered: rate x fixed output length (None at rate inf or
-    when the output length is not fixed by the load)."""
-    output_len = (cfg.get("bench_params") or {}).get("random_output_len")
-    return None if cfg["rate"] == "inf" or not output_len else float(cfg["rate"]) * output_len
-
-
-def budget_flag(cfg: dict[str, Any]) -> int | None:
-    """The server's ``--max-num-batched-tokens``."""
-    return (cfg.get("server_params") or {}).get("max_num_batched_tokens")
-
-
-def budget_in_force(cfg: dict[str, Any]) -> int | None:
-    """The scheduler's per-step budget in a run: set at run time on a study's one server
-    (``config.token_budget``), else the server's flag."""
-    return cfg.get("token_budget") or budget_flag(cfg)
-
-
 def run_rows(loaded: list[Run]) -> pd.DataFrame:
     """One row per run: what was run (setting, strategy, workload, rate, budget), the summary's
     latencies and throughput, SLO attainment and goodput recomputed from the per-request data,
@@ -256,20 +269,22 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         counts = engine.get("scheduler_counts_this_run") or {}
         gpu = (run.host or {}).get("gpu_util") or {}
         roles = front.get("server_cores_by_role") or {}
-        attained = run.attainment(cfg.get("goodput"))
-        budget = budget_in_force(cfg)
+        attained = run.attainment(cfg.goodput)
+        budget = cfg.budget_in_force
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"),
             **dict(zip(("api servers", "clients"), run.served_by)),
-            "strategy": cfg["scheduler"],
-            "workload": cfg["workload"], "rate": cfg["rate"], "run": cfg["run"],
+            "strategy": cfg.strategy_variant,
+            "workload": cfg.workload, "rate": cfg.rate_label, "run": cfg.run, "prompts": cfg.num_prompts,
             BUDGET: int(budget) if budget else None,
             **{col: summary[key][pct] for col, (key, pct) in METRICS.items()},
             THROUGHPUT: summary["output_throughput_tok_s"],
             "client throughput (tok/s)": run.client.get("output_throughput"),
             "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
-            "token attainment": attained.get("token_attainment"),
+            "token attainment": attained.get("token_attainment"), COMPLETED: run.completed_req_s,
+            PACE: run.output_pace,
+            **dict(zip(THIRDS, attained.get("by_third") or (None, None, None))),
             **{f"longest decile {name}": (attained.get("longest_decile") or {}).get(key) for name, key in (
                 ("attainment", "attainment"), ("TTFT P99 (ms)", "ttft_p99_ms"), ("TTFT max (ms)", "ttft_max_ms"))},
             "failed": summary["num_failed"], "timeouts": summary["num_timeouts"],
@@ -287,10 +302,10 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "fallback steps": (counts.get("policy") or {}).get("fallback_steps"),
             "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
             PREFILL_CHUNK: prefill_chunk(counts),
-            "offered (tok/s)": offered_tok_s(cfg),
-            "budget set": "by the flag" if budget == budget_flag(cfg) else "at run time",
-            "study": (cfg.get("study") or {}).get("name"),
-            "round": (cfg.get("study") or {}).get("round"),
+            "offered (tok/s)": cfg.offered_tok_s,
+            "budget set": "by the flag" if budget == cfg.budget_flag else "at run time",
+            "study": (cfg.study or {}).get("name"),
+            "round": (cfg.study or {}).get("round"),
         })
     frame = pd.DataFrame(rows)
     if not frame.empty:  # a reading a run lacks is NaN, so medians and rounding stay numeric
@@ -315,8 +330,10 @@ def sort_key(column: pd.Series) -> pd.Series:
 
 
 def strategy_label(name: str) -> str:
-    """A strategy's display label, a retired one's too; an unknown name stands as it is."""
-    return STRATEGY_LABELS.get(name, name)
+    """A strategy's display label, a retired one's too; an unknown name stands as it is. A variant
+    (``RunConfig.strategy_variant``: ``sjf-ontime (wait_bound_s 5)``) keeps its settings after the label."""
+    base, _, settings = name.partition(" (")
+    return STRATEGY_LABELS.get(base, base) + (f" ({settings}" if settings else "")
 
 
 def load_label(rate: str) -> str:
@@ -385,7 +402,7 @@ def kept_request_values(run: Run) -> dict[str, list[float]]:
     """TTFT (ms; a failed request as inf) and prompt length of each kept request, and every ITL
     (ms, one per streamed chunk) of the kept successful ones."""
     detail = run.detail
-    kept = kept_indices(detail["start_times"], run.config["warmup_fraction"])
+    kept = kept_indices(detail["start_times"], run.config.warmup_fraction)
     ok = {i for i in kept if is_success(detail, i)}
     return {"ttft_ms": [detail["ttfts"][i] * 1e3 if i in ok else float("inf") for i in kept],
             "input_lens": [detail["input_lens"][i] for i in kept],
@@ -405,7 +422,7 @@ def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,
     for run in loaded:
         if run.point == (workload, rate):
             values = kept_request_values(run)
-            frames.append(pd.DataFrame({"strategy": run.config["scheduler"], "len": values["input_lens"],
+            frames.append(pd.DataFrame({"strategy": run.config.strategy_variant, "len": values["input_lens"],
                                         "ttft": values["ttft_ms"], "lagged": run.frontend["lagged"]}))
     frame = pd.concat(frames) if frames else pd.DataFrame({"len": []})
     if frame["len"].nunique() < buckets:  # one length (the fixed load): no quartiles to compare

@@ -1,7 +1,7 @@
 """A serving run's result record, as every harness that writes one fills it (``serve_bench.py``, a
 study, the replay of ``sched_sim.py``): the schema version, the file name, the recorder's counters
-over a run, flags as structured values, the strategy's settings, and the blocks filled alike from
-what was measured (``measured_blocks``).
+over a run, the strategy's settings, and the blocks filled alike from what was measured
+(``measured_blocks``); the ``config`` block is ``run_config.RunConfig``.
 """
 
 from __future__ import annotations
@@ -12,20 +12,18 @@ from typing import Any
 
 from harness.lab_metrics import DETAIL_KEYS, frontend_check, summarize
 
-SCHEMA_VERSION = 4  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
-# 4: per-request arrays in a binary file beside the result (client.detail_file)
-
-
-def rate_label(rate: str) -> str:
-    return "inf" if rate.lower() in ("inf", "infinity") else rate
+SCHEMA_VERSION = 5  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
+# 4: per-request arrays in a binary file beside the result (client.detail_file); 5: "config" is a
+# RunConfig (rate a number, null for inf; no flag strings)
 
 
 def result_name(tag: str, load: str, rate: str, run: int, clients: int = 1) -> str:
     """``<tag>[_<load>]_rate-<rate>[_clients-<k>]_run-<n>.json``: one file per run, named by
-    what varies (the client count only when the load is split over several clients)."""
+    what varies (``rate`` as ``run_config.rate_label`` writes it; the client count only when the
+    load is split over several clients)."""
     middle = f"_{load}" if load else ""
     split = f"_clients-{clients}" if clients != 1 else ""
-    return f"{tag}{middle}_rate-{rate_label(rate)}{split}_run-{run}.json"
+    return f"{tag}{middle}_rate-{rate}{split}_run-{run}.json"
 
 
 def number_text(value: float | None, unit: str, digits: int) -> str:
@@ -57,33 +55,7 @@ def counters_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) 
             "preemptions": after["queues"]["preemptions"] - before.get("queues", {}).get("preemptions", 0)}
 
 
-# ---- The config and measured blocks ----------------------------------------------------------
-def flag_params(tokens: list[str]) -> dict[str, Any]:
-    """Command-line flags as the structured record readers use (``--max-num-batched-tokens 2048``
-    -> ``{"max_num_batched_tokens": 2048}``; a flag without a value -> True), so that no reader
-    parses a flag string back."""
-    params: dict[str, Any] = {}
-    for i, token in enumerate(tokens):
-        if not token.startswith("--"):
-            continue
-        key, eq, value = token[2:].partition("=")
-        if not eq:
-            following = tokens[i + 1] if i + 1 < len(tokens) else None
-            value = following if following is not None and not following.startswith("--") else True
-        params[key.replace("-", "_")] = typed(value)
-    return params
-
-
-def typed(value: str | bool) -> Any:
-    """'2048' -> 2048, '0.9' -> 0.9, '{"input": 0.9}' -> a dict, anything else unchanged."""
-    for kind in (int, float, json.loads):
-        try:
-            return kind(value) if isinstance(value, str) else value
-        except ValueError:  # json.JSONDecodeError is one
-            pass
-    return value
-
-
+# ---- The measured blocks ---------------------------------------------------------------------
 def weights_label(dummy: bool) -> str:
     return "dummy (random, real shapes)" if dummy else "real"
 

@@ -28,7 +28,6 @@ import hashlib
 import itertools
 import json
 import math
-import shlex
 import os
 import statistics
 import sys
@@ -408,7 +407,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                                      unpack_detail, write_run)
     from harness.provenance import write_json_atomic
     from harness.provenance import collect_meta
-    from harness.run_record import SCHEMA_VERSION, flag_params, number_text, rate_label
+    from harness.run_config import RunConfig, parse_rate
+    from harness.run_record import SCHEMA_VERSION, number_text, strategy_settings
 
     model = step_model.load(args.step_model)
     rate = float(args.rate)
@@ -426,14 +426,14 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     print(f"simulated {num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
           f"in {wall_s:.1f} s wall, {cpu_s:.1f} s CPU ({args.strategy}, rate {args.rate})")
-    server_args = (f"--max-num-batched-tokens {args.max_num_batched_tokens} --max-num-seqs {args.max_num_seqs}"
-                   f" --num-gpu-blocks-override {args.num_gpu_blocks}")
+    server_params = {"max_num_batched_tokens": args.max_num_batched_tokens, "max_num_seqs": args.max_num_seqs,
+                     "num_gpu_blocks_override": args.num_gpu_blocks,
+                     "additional_config": json.loads(args.additional_config)}
     ratio = (args.range_ratio if args.output_range_ratio is None
-             else f"'{{\"input\": {args.range_ratio}, \"output\": {args.output_range_ratio}}}'")
-    dataset = (shlex.join(workloads.bench_args(args.dataset_path)) if args.dataset_path else
-               f"--dataset-name random --random-input-len {args.input_len} --random-output-len "
-               f"{args.output_len} --random-range-ratio {ratio}")
-    bench_args = f"{dataset} --burstiness {args.burstiness} --ignore-eos"
+             else {"input": args.range_ratio, "output": args.output_range_ratio})
+    dataset = (workloads.bench_params(args.dataset_path) if args.dataset_path else
+               {"dataset_name": "random", "random_input_len": args.input_len, "random_output_len": args.output_len,
+                "random_range_ratio": ratio})
     summary = summarize(detail, args.warmup_fraction, args.timeout_s)
     slos = [*([args.goodput] if args.goodput else []), *args.slo]
     if slos:  # the readers take these as stored, so a file without its arrays still has them
@@ -444,15 +444,14 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     record = {
         "schema_version": SCHEMA_VERSION, "simulated": True,
         "meta": collect_meta(model["provenance"].get("model", "?"), "none (simulated)", ["sched_sim.py", *argv]),
-        "config": {"task": "sim", "tag": args.strategy, "workload": args.workload, "rate": rate_label(args.rate),
-                   "run": args.run, "scheduler": args.strategy,
-                   "scheduler_cls": my_scheduler.resolve_strategy(args.strategy) or None,
-                   "num_prompts": num_prompts, "seed": args.seed, "server_args": server_args,
-                   "bench_args": bench_args, "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
-                   "server_params": {**flag_params(shlex.split(server_args)),
-                                     "additional_config": json.loads(args.additional_config)},
-                   "bench_params": flag_params(shlex.split(bench_args)),
-                   "goodput": args.goodput, "simulated": True},
+        "config": RunConfig(
+            task="sim", tag=args.strategy, workload=args.workload, rate=parse_rate(args.rate), run=args.run,
+            scheduler=args.strategy, scheduler_cls=my_scheduler.resolve_strategy(args.strategy) or None,
+            strategy_settings=strategy_settings(args.strategy, server_params["additional_config"]),
+            server_params=server_params,
+            bench_params={**dataset, "burstiness": args.burstiness, "ignore_eos": True},
+            num_prompts=num_prompts, seed=args.seed, warmup_fraction=args.warmup_fraction,
+            timeout_s=args.timeout_s, goodput=args.goodput, simulated=True).to_record(),
         "step_model": {"file": str(args.step_model),
                        "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
         "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now,

@@ -2,14 +2,18 @@ r"""Harness for Tasks 2 and 3: one ``vllm serve`` configuration, several ``vllm 
 
     python harness/serve_bench.py --task task2 --tag mnbt-2048 --out-dir results/task2 \
         --model models/qwen3-0.6b --dummy-weights \
-        --server-args "--max-num-batched-tokens 2048 --max-num-seqs 256 --gpu-memory-utilization 0.9" \
-        --bench-args "--dataset-name random --random-input-len 1024 --random-output-len 256 \
-                      --ignore-eos" --num-prompts 1000 --seed 42 \
+        --server-params '{"max_num_batched_tokens": 2048, "max_num_seqs": 256, "gpu_memory_utilization": 0.9}' \
+        --bench-params '{"dataset_name": "random", "random_input_len": 1024, "random_output_len": 256,
+                         "ignore_eos": true}' --num-prompts 1000 --seed 42 \
         --rates 16,inf --runs 3 --api-servers 4 --clients 1,2
 
+Settings are values (JSON objects of flags by name), kept as such in every result's ``config``
+(``harness/run_config.RunConfig``) and made into flags only when a command is built.
+
 For each (rate, client count, run) it writes ``<out-dir>/<tag>_rate-<rate>[_clients-<k>]_run-<n>.json``
-as soon as that run ends (with ``--load NAME|RATES|FLAGS``, repeatable, several workloads share
-one server and the files are ``<tag>_<NAME>_rate-...``); a run whose file exists is skipped
+as soon as that run ends (with ``--load '{"name": NAME, "rates": [...], "bench_params": {...}}'``,
+repeatable, several workloads share one server and the files are ``<tag>_<NAME>_rate-...``); a run
+whose file exists is skipped
 (``--force`` redoes it), and the server is not started at all when nothing is left to do, so a
 sweep cut off halfway resumes where it stopped. ``--dry-run`` prints the plan.
 
@@ -31,7 +35,7 @@ in the background and runs the clients; stops the run when a client fails, or wh
 holds requests but produces no token for ``--stall-timeout-s`` (a scheduler that admits nothing);
 stops the whole process group on exit, error, Ctrl-C or SIGTERM.
 
-Result file (``schema_version`` 4): ``meta`` (provenance), ``config`` (every knob, with the
+Result file (``schema_version`` 5): ``meta`` (provenance), ``config`` (``run_config.RunConfig``: every knob, with the
 strategy's settings and the flags as structured values), ``host`` (load and other vLLM servers
 before and after, lockstep partners, the server's and clients' CPU cores over the load window,
 GPU utilization from NVML), ``frontend``, ``client`` (what ``vllm bench serve`` saved, merged
@@ -60,7 +64,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import signal
 import sys
@@ -80,8 +83,9 @@ from harness.host_monitor import GpuUtilSampler, LoadWindow, host_activity  # no
 from harness.lab_metrics import WARMUP_FRACTION, run_timing, write_run  # noqa: E402
 from harness.offline_model import kv_bytes_per_token, load_config, resolve_model  # noqa: E402
 from harness.provenance import collect_meta, visible_gpu_index  # noqa: E402
-from harness.run_record import (SCHEMA_VERSION, flag_params, measured_blocks, number_text, rate_label,  # noqa: E402
-                                read_stats, result_name, strategy_settings, weights_label)
+from harness.run_config import RunConfig, cli_flags, json_object, parse_rate, rate_label  # noqa: E402
+from harness.run_record import (SCHEMA_VERSION, measured_blocks, number_text, read_stats, result_name,  # noqa: E402
+                                strategy_settings, weights_label)
 from harness.server import (STALL_S, HarnessError, MetricsPoller, Server, free_port, port_is_busy,  # noqa: E402
                             server_command)
 
@@ -96,33 +100,36 @@ def log(message: str, stream: TextIO | None = None) -> None:
 
 @dataclass(frozen=True)
 class Load:
-    """A named workload: the rates to offer and the client flags that shape the requests."""
+    """A named workload: the rates to offer (req/s; None: all at once) and the ``vllm bench
+    serve`` flags, as values, that shape its requests (added to ``--bench-params``)."""
 
     name: str
-    rates: tuple[str, ...]
-    bench_args: str = ""
+    rates: tuple[float | None, ...]
+    bench_params: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, text: str) -> Load:
+        """``--load '{"name": "varlen-0.9", "rates": ["48"], "bench_params": {"random_range_ratio": ...}}'``."""
+        try:
+            data = json.loads(text)
+            name, rates, params = data["name"], data["rates"], data.get("bench_params", {})
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"--load {text!r}: expected a JSON object with name, rates and bench_params "
+                             f"({err!r})") from None
+        if not (isinstance(name, str) and name and all(c.isalnum() or c in ".-" for c in name)):
+            raise ValueError(f"--load name {name!r}: letters, digits, '.' and '-'")
+        if not isinstance(params, dict) or not isinstance(rates, list):
+            raise ValueError(f"--load {text!r}: rates is a list, bench_params an object")
+        return cls(name, parse_rates(",".join(map(str, rates))), params)
 
 
-def parse_load(text: str) -> Load:
-    """``NAME|RATES|BENCH_ARGS``, e.g. ``varlen|8,48|--random-range-ratio '{"input": 0.9}'``."""
-    parts = text.split("|", 2)
-    if len(parts) != 3 or not re.fullmatch(r"[A-Za-z0-9.-]+", parts[0]):
-        raise ValueError(f"--load {text!r}: expected NAME|RATES|BENCH_ARGS, NAME of letters, digits, '.', '-'")
-    return Load(parts[0], parse_rates(parts[1]), parts[2])
-
-
-def parse_rates(text: str) -> tuple[str, ...]:
-    rates = tuple(r.strip() for r in text.split(",") if r.strip())
+def parse_rates(text: str) -> tuple[float | None, ...]:
+    """``16,inf`` -> (16.0, None); fails naming a rate that is not a positive number or inf."""
+    rates = tuple(parse_rate(r) for r in text.split(",") if r.strip())
     if not rates:
         raise ValueError("no request rate given")
-    for rate in rates:
-        if rate_label(rate) != "inf":
-            try:
-                if float(rate) <= 0:
-                    raise ValueError
-            except ValueError:
-                raise ValueError(f"rate {rate!r} is not a positive number or inf") from None
     return rates
+
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ class RunSpec:
     offer it, the repetition index, and the result file it writes."""
 
     load: Load
-    rate: str
+    rate: float | None
     clients: int
     run: int
     path: Path
@@ -139,16 +146,16 @@ class RunSpec:
     @property
     def key(self) -> str:
         """Names the run independently of the configuration: what lockstep partners share."""
-        name = result_name(self.load.name or "load", "", self.rate, self.run, self.clients)
+        name = result_name(self.load.name or "load", "", rate_label(self.rate), self.run, self.clients)
         return name.removesuffix(".json")
 
 
 def build_server_command(args: argparse.Namespace, model: str, port: int, scheduler_cls: str) -> list[str]:
     return server_command(model, port, args.dummy_weights, scheduler_cls, args.api_servers, args.additional_config,
-                          shlex.split(args.server_args))
+                          cli_flags(args.server_params))
 
 
-def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: str, load: Load,
+def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rate: float | None, load: Load,
                         result_dir: Path, result_file: str, clients: int = 1,
                         index: int = 0, gate: Path | None = None) -> list[str]:
     """The ``vllm bench serve`` command of client ``index`` of ``clients`` for one run.
@@ -169,7 +176,12 @@ def build_bench_command(args: argparse.Namespace, model: str, base_url: str, rat
         command += ["--seed", str(args.seed + index)]
     if args.goodput:
         command += ["--goodput", *shlex.split(args.goodput)]
-    return command + shlex.split(args.bench_args) + shlex.split(load.bench_args)
+    return command + cli_flags(bench_params(args, load))
+
+
+def bench_params(args: argparse.Namespace, load: Load) -> dict[str, Any]:
+    """The flags that shape one load's requests: ``--bench-params``, then the load's own."""
+    return {**args.bench_params, **load.bench_params}
 
 
 def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
@@ -184,24 +196,17 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
     record = {
         "schema_version": SCHEMA_VERSION,
         "meta": collect_meta(args.model, weights_label(args.dummy_weights), ["serve_bench.py", *args.argv]),
-        "config": {
-            "task": args.task, "tag": args.tag, "workload": spec.load.name or args.workload,
-            "rate": rate_label(spec.rate),
-            "run": spec.run, "scheduler": args.scheduler, "scheduler_cls": scheduler_cls or None,
-            "strategy_settings": strategy_settings(args.scheduler, args.additional_config),
-            "api_server_count": args.api_servers, "client_processes": spec.clients,
-            "num_prompts": args.num_prompts, "seed": args.seed,
-            "server_command": shlex.join(server.command), "bench_command": shlex.join(bench_cmds[0]),
-            "bench_commands": [shlex.join(cmd) for cmd in bench_cmds],
-            "server_args": args.server_args,
-            "bench_args": " ".join(filter(None, [args.bench_args, spec.load.bench_args])),
-            "server_params": flag_params(shlex.split(args.server_args)),
-            "bench_params": flag_params(shlex.split(args.bench_args) + shlex.split(spec.load.bench_args)),
-            "warmup_fraction": args.warmup_fraction, "timeout_s": args.timeout_s,
-            "goodput": args.goodput or None,
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "parallel_gpu_slots": os.environ.get("LAB3_GPU_SLOTS") or None,
-        },
+        "config": RunConfig(
+            task=args.task, tag=args.tag, workload=spec.load.name or args.workload, rate=spec.rate, run=spec.run,
+            scheduler=args.scheduler, scheduler_cls=scheduler_cls or None,
+            strategy_settings=strategy_settings(args.scheduler, args.additional_config),
+            server_params=dict(args.server_params), bench_params=bench_params(args, spec.load),
+            api_server_count=args.api_servers, client_processes=spec.clients, num_prompts=args.num_prompts,
+            seed=args.seed, warmup_fraction=args.warmup_fraction, timeout_s=args.timeout_s,
+            goodput=args.goodput or None, server_command=shlex.join(server.command),
+            bench_commands=tuple(shlex.join(cmd) for cmd in bench_cmds),
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            parallel_gpu_slots=os.environ.get("LAB3_GPU_SLOTS") or None).to_record(),
         **measured,
         "timing": {"server_ready_s": server.ready_s, "server_start_phases_s": server.start_phases_s,
                    **run_timing(detail, *marks)},
@@ -212,7 +217,7 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
 def all_runs(args: argparse.Namespace) -> list[RunSpec]:
     """Every run of this configuration, in the order they are done."""
     return [RunSpec(load, rate, clients, run,
-                    args.out_dir / result_name(args.tag, load.name, rate, run, clients))
+                    args.out_dir / result_name(args.tag, load.name, rate_label(rate), run, clients))
             for load in args.loads for rate in load.rates for clients in args.clients
             for run in range(1, args.runs + 1)]
 
@@ -396,13 +401,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--additional-config", type=json.loads, default={}, metavar="JSON",
                         help="the strategy's settings, e.g. '{\"aging_tokens_per_s\": 100}' "
                              "(passed to vllm serve --additional-config; keys: my_scheduler.py --list)")
-    parser.add_argument("--server-args", default="", help="extra vllm serve flags, one string")
-    parser.add_argument("--bench-args", default="", help="extra vllm bench serve flags, one string")
+    parser.add_argument("--server-params", type=json_object, default={}, metavar="JSON",
+                        help='vllm serve flags as values, e.g. \'{"max_num_batched_tokens": 2048}\'')
+    parser.add_argument("--bench-params", type=json_object, default={}, metavar="JSON",
+                        help='vllm bench serve flags that shape the load, as values, e.g. '
+                             '\'{"dataset_name": "random", "random_input_len": 1024, "ignore_eos": true}\'')
     parser.add_argument("--workload", default="", help="label of the load, stored in each result")
     parser.add_argument("--rates", default="16", help="comma-separated request rates (inf allowed)")
-    parser.add_argument("--load", action="append", default=[], metavar="NAME|RATES|BENCH_ARGS",
-                        help="a named workload (repeatable); replaces --rates and --workload; its "
-                             "flags are added to --bench-args; files get _NAME in their names")
+    parser.add_argument("--load", action="append", default=[], metavar="JSON",
+                        help='a named workload (repeatable), \'{"name": "varlen-0.9", "rates": [48], '
+                             '"bench_params": {...}}\'; replaces --rates and --workload; its bench_params '
+                             'are added to --bench-params; files get _NAME in their names')
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--num-prompts", type=int, default=None,
                         help="requests per run, split evenly over the clients (default: the client's)")
@@ -434,8 +443,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.argv = argv
     try:
-        args.loads = ([parse_load(text) for text in args.load] if args.load
-                      else [Load("", parse_rates(args.rates))])
+        args.loads = ([Load.from_json(text) for text in args.load] if args.load
+                      else [Load("", parse_rates(args.rates), {})])
     except ValueError as err:
         parser.error(str(err))
     if not isinstance(args.additional_config, dict):

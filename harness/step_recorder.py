@@ -29,6 +29,8 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.request import Request
 
+from harness.strategies import SETTING_DEFAULTS, check_settings
+
 logger = logging.getLogger(__name__)
 
 
@@ -74,8 +76,9 @@ def step_type(prefill_tokens: int, decode_tokens: int) -> str:
     return "empty"
 class RuntimeControl:
     """The scheduler's per-step token budget and its strategy, set between runs from a JSON file
-    the harness writes (``{"seq": 3, "token_budget": 2048, "strategy": "sjf"}``, path in
-    ``LAB3_CONTROL``; ``strategy`` may be left out).
+    the harness writes (``{"seq": 3, "token_budget": 2048, "strategy": "sjf-ontime", "settings":
+    {"wait_bound_s": 5}}``, path in ``LAB3_CONTROL``; ``strategy`` and ``settings`` may be left out:
+    settings not given take the server's ``--additional-config``, else their defaults).
 
     Why: a server per configuration costs a start of two minutes or more, so configurations were
     measured one after another, hours apart or on other machines. Here one server serves every arm
@@ -92,7 +95,8 @@ class RuntimeControl:
 
     A request takes effect at the first step with no request running (a run's first request), so
     no run mixes two settings. What the server cannot take (a budget above its
-    ``max_num_batched_tokens`` or below 1, a strategy without a class here) is refused whole:
+    ``max_num_batched_tokens`` or below 1, a strategy without a class here, a setting the strategy
+    does not read) is refused whole:
     nothing changes and ``error`` says why, which the harness reads in the stats file.
     """
 
@@ -117,6 +121,7 @@ class RuntimeControl:
             with open(self.path) as handle:
                 wanted = json.load(handle)
             seq, budget, name = wanted["seq"], wanted["token_budget"], wanted.get("strategy")
+            settings = dict(wanted.get("settings") or {})
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             self._refuse(f"unreadable control file {self.path}: {err!r}")
             return
@@ -133,9 +138,17 @@ class RuntimeControl:
             self._refuse(f"strategy {name!r} (request {seq}) is not one this server can switch to "
                          f"({', '.join(sorted(scheduler.strategy_classes))}); nothing changes")
             return
+        if settings and name is None:
+            self._refuse(f"settings {settings} (request {seq}) without a strategy; nothing changes")
+            return
+        try:
+            settings = check_settings(name, settings) if name is not None else {}
+        except ValueError as err:
+            self._refuse(f"request {seq}: {err}; nothing changes")
+            return
         scheduler.max_num_scheduled_tokens = budget
         if name is not None:
-            scheduler.switch_strategy(name)
+            scheduler.switch_strategy(name, settings)
         self.error = None
 
     def _refuse(self, why: str) -> None:
@@ -189,18 +202,24 @@ class StepRecorder:
         self._record_step(output)
         return output
 
-    def switch_strategy(self, name: str) -> None:
-        """Become the class of strategy ``name``: same engine state (KV cache, requests, counters),
-        the new policy's own state fresh from its ``start_policy()``, and the requests that wait
-        moved to its waiting queue in arrival order (a first-come queue keeps that order, the
-        others order them by their own keys). Call it
-        with no request running (``RuntimeControl`` does), so that no request was planned under
-        both policies."""
-        cls = self.strategy_classes[name]
-        if type(self) is cls:
+    def switch_strategy(self, name: str, settings: Mapping[str, float] | None = None) -> None:
+        """Become the class of strategy ``name`` with ``settings`` (the others as the server was
+        started: ``--additional-config``, else defaults): same engine state (KV cache, requests,
+        counters), the new policy's own state fresh from its ``start_policy()``, and the requests
+        that wait moved to its waiting queue in arrival order (a first-come queue keeps that
+        order, the others order them by their own keys). Call it with no request running
+        (``RuntimeControl`` does), so that no request was planned under both policies."""
+        cls, settings = self.strategy_classes[name], dict(settings or {})
+        if type(self) is cls and getattr(self, "_runtime_settings", {}) == settings:
             return
         waiting = sorted(self.waiting, key=lambda request: request.arrival_time)
         self.__class__ = cls
+        for key in SETTING_DEFAULTS:  # an instance value overrides the config, as a class attribute does
+            if key in settings:
+                setattr(self, key, settings[key])
+            else:
+                self.__dict__.pop(key, None)
+        self._runtime_settings = settings
         self.start_policy()
         for request in waiting:
             self.waiting.add_request(request)

@@ -25,6 +25,7 @@ DEFAULT_TTFT_MARGIN_MS = 100.0
 # config, not as environment variables, puts them in the recorded server command.
 SETTING_DEFAULTS: dict[str, float] = {
     "aging_tokens_per_s": 0.0, "ttft_slo_ms": DEFAULT_TTFT_SLO_MS, "ttft_margin_ms": DEFAULT_TTFT_MARGIN_MS,
+    "wait_bound_s": 0.0,  # Strategy F's bound on any request's wait (0: none)
 }
 
 
@@ -50,7 +51,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("prefill-first", "A", "StepExclusivePrefillFirstScheduler", "Strategy A: prefill-first"),
     Strategy("sjf", "B1", "SJFScheduler", "Strategy B1: SJF", ("aging_tokens_per_s",)),
     Strategy("sjf-ontime", "F", "OnTimeSJFScheduler", "Strategy F: SJF, late requests last",
-             ("aging_tokens_per_s", "ttft_slo_ms", "ttft_margin_ms")),
+             ("aging_tokens_per_s", "ttft_slo_ms", "ttft_margin_ms", "wait_bound_s")),
     Strategy("kv-recorder", "", "KVPeakRecorder", "vLLM V1 default with step accounting (Task 1)"),
 )}
 # Strategies retired with their code, by the name their committed results carry, with the label

@@ -54,6 +54,7 @@ from harness.lab_metrics import run_timing, write_run  # noqa: E402
 from harness.offline_model import kv_bytes_per_token, load_config  # noqa: E402
 from harness.provenance import collect_meta, machine_boot_id, visible_gpu_index, write_json_atomic  # noqa: E402
 from harness.bench_client import BENCH_REPORT_FLAGS, GATE_MARKER, MAIN_RUN_MARKER, RESULT_MARKER  # noqa: E402
+from harness.run_config import RunConfig, cli_flags  # noqa: E402
 from harness.run_record import (SCHEMA_VERSION, measured_blocks, number_text, read_stats,  # noqa: E402
                                 strategy_settings, weights_label)
 from harness.server import HarnessError, MetricsPoller, Server, free_port  # noqa: E402
@@ -161,10 +162,11 @@ class StudyServer:
         self.state_path.unlink(missing_ok=True)
         say("server stopped")
 
-    def set_control(self, seq: int, token_budget: int, strategy_name: str) -> None:
-        """Ask the engine for this budget and strategy from the run's first step on (the strategy
-        always: an arm without one runs the server's, whatever ran before)."""
-        write_json_atomic(self.control_path, {"seq": seq, "token_budget": token_budget, "strategy": strategy_name})
+    def set_control(self, seq: int, token_budget: int, strategy_name: str, settings: dict[str, float]) -> None:
+        """Ask the engine for this budget, strategy and its settings from the run's first step on
+        (the strategy always: an arm without one runs the server's, whatever ran before)."""
+        write_json_atomic(self.control_path, {"seq": seq, "token_budget": token_budget, "strategy": strategy_name,
+                                              "settings": settings})
 
 
 # ---- The client, in this process --------------------------------------------------------------
@@ -206,10 +208,7 @@ def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str, data
         if dataset is None:
             raise HarnessError("a heavy load needs the run's dataset file (heavy_draw)")
         argv += ["--dataset-path", str(dataset)]
-    for name, value in plan.load.params().items():
-        flag = f"--{name.replace('_', '-')}"
-        argv += [flag] if value is True else [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
-    return argv
+    return argv + cli_flags(plan.load.params())
 
 
 def run_client(argv: list[str], log_path: Path, window: LoadWindow,
@@ -266,7 +265,7 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     """Set the arm's budget and strategy, empty the prefix cache, run the client; the result
     record and arrays. A run the engine did not run under its arm is not written."""
     server = served.server
-    served.set_control(run.index, run.arm.token_budget, run.arm.strategy or plan.server.scheduler)
+    served.set_control(run.index, run.arm.token_budget, run.arm.strategy or plan.server.scheduler, run.arm.settings)
     server.reset_prefix_cache()
     stats_before = read_stats(served.stats_path)
     dataset = heavy_draw(plan, run, folder, model) if plan.load.dataset == "heavy" else None
@@ -297,35 +296,32 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
 
 
 def check_applied(plan: StudyPlan, run: PlannedRun, stats: dict[str, Any] | None) -> None:
-    """Fail unless the engine's stats show this run's control request applied: its budget and
-    the class of its strategy."""
+    """Fail unless the engine's stats show this run's control request applied: its budget, the
+    class of its strategy and the strategy's settings."""
     applied = (stats or {}).get("budget") or {}
     in_force = (stats or {}).get("scheduler_class")
+    settings = (stats or {}).get("policy_settings") or {}
+    wanted = strategy_settings(run.arm.strategy or plan.server.scheduler, run.arm.settings)
     if (applied.get("control_seq") != run.index or applied.get("token_budget") != run.arm.token_budget
-            or in_force != class_in_force(plan, run.arm)):
+            or in_force != class_in_force(plan, run.arm) or settings != wanted):
         raise HarnessError(f"run {run.index}: the engine did not apply {run.arm.to_dict()} (its stats say "
-                           f"{applied or 'nothing'}, class {in_force}); not written")
+                           f"{applied or 'nothing'}, class {in_force}, settings {settings}); not written")
 
 
 def run_config(plan: StudyPlan, run: PlannedRun, server: Server, argv: list[str]) -> dict[str, Any]:
-    """The ``config`` block: the loader's keys (as ``serve_bench.py`` writes them), the budget and
-    strategy in force, and where the run sits in its study."""
-    bench = f"vllm bench serve {shlex.join(argv)}"
+    """The ``config`` block (``RunConfig``): the budget and strategy in force, and where the run
+    sits in its study."""
     policy = run.arm.strategy or plan.server.scheduler
-    return {
-        "task": plan.task, "tag": run.arm.tag, "workload": plan.load.workload, "rate": run.rate_label,
-        "run": run.repeat, "scheduler": policy, "scheduler_cls": class_in_force(plan, run.arm),
-        "strategy_settings": strategy_settings(policy, {}),
-        "api_server_count": plan.server.api_servers, "client_processes": 1,
-        "num_prompts": plan.load.num_prompts, "seed": run.seed,
-        "server_command": shlex.join(server.command), "bench_command": bench, "bench_commands": [bench],
-        "server_args": "", "bench_args": "", "server_params": plan.server.params(),
-        "bench_params": plan.load.params(), "warmup_fraction": plan.warmup_fraction, "timeout_s": plan.timeout_s,
-        "goodput": None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "parallel_gpu_slots": None,
-        "token_budget": run.arm.token_budget, "token_budget_set": "at run time (RuntimeControl)",
-        **({"strategy_set": "at run time (RuntimeControl)"} if run.arm.strategy else {}),
-        "study": {"name": plan.name, "index": run.index, "round": run.round, "client": "in-process"},
-    }
+    return RunConfig(
+        task=plan.task, tag=run.arm.tag, workload=plan.load.workload, rate=run.rate, run=run.repeat,
+        scheduler=policy, scheduler_cls=class_in_force(plan, run.arm),
+        strategy_settings=strategy_settings(policy, run.arm.settings),
+        server_params=plan.server.params(), bench_params=plan.load.params(), api_server_count=plan.server.api_servers,
+        num_prompts=plan.load.num_prompts, seed=run.seed, warmup_fraction=plan.warmup_fraction,
+        timeout_s=plan.timeout_s, token_budget=run.arm.token_budget,
+        study={"name": plan.name, "index": run.index, "round": run.round, "client": "in-process"},
+        server_command=shlex.join(server.command), bench_commands=(f"vllm bench serve {shlex.join(argv)}",),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES")).to_record()
 
 
 def log_run(run: PlannedRun, record: dict[str, Any], total: int) -> None:

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from harness.run_config import RunConfig
+
 STUDY_FILE = "study.json"
 SCHEMA_VERSION = 1
 MIGRATION = ".venv/bin/python -m harness.migrate_studies"
@@ -29,6 +31,7 @@ ROLES = {  # what the report reads a folder as, beyond its task
     "replay-validation": "replays of the loads of the GPU folders in replays_of, set against their runs",
     "budget-replays": "replays of the budget sweep in replays_of, at budgets the step model was not fitted to",
     "screen": "the simulated SLO screen: a plan for GPU runs, not a result",
+    "wait-bound-screen": "the simulated screen of Strategy F's wait bound in steady state: a plan for GPU runs, not a result",
 }
 
 
@@ -99,28 +102,25 @@ class Study:
         """The record of a folder of runs (a sweep's or replays'), its grid and hosts read from the
         run files' ``config`` and ``meta``; the question and roles are given."""
         blocks = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if p.name != STUDY_FILE]
-        runs = [(b["config"], b.get("meta") or {}) for b in blocks if "config" in b and "summary" in b]
+        runs = [(RunConfig.from_record(b["config"]), b.get("meta") or {}) for b in blocks if "config" in b and "summary" in b]
         if not runs:
             raise StudyFileError(f"{folder}: no run files")
-        simulated = {bool(cfg.get("simulated")) for cfg, _ in runs}
-        tasks = {cfg.get("task") for cfg, _ in runs}
-        servers = {cfg.get("api_server_count") or 1 for cfg, _ in runs}
+        simulated = {cfg.simulated for cfg, _ in runs}
+        tasks = {cfg.task for cfg, _ in runs}
+        servers = {cfg.api_server_count for cfg, _ in runs}
         if len(simulated) > 1 or (simulated == {False} and (len(tasks) > 1 or len(servers) > 1)):
             raise StudyFileError(f"{folder}: runs of several kinds, tasks or API-server counts "
                                  f"({sorted(map(str, tasks))}, {sorted(servers)}): one folder per setting")
         replay = simulated == {True}
 
-        def budget(cfg: dict[str, Any]) -> int:
-            return int(cfg.get("token_budget") or (cfg.get("server_params") or {})["max_num_batched_tokens"])
-
-        points = Counter((cfg["scheduler"], cfg["workload"], cfg["rate"], budget(cfg), cfg.get("client_processes") or 1)
+        points = Counter((cfg.scheduler, cfg.workload, cfg.rate_label, cfg.budget_in_force, cfg.client_processes)
                          for cfg, _ in runs)
         return cls("replay" if replay else "sweep", "replay" if replay else tasks.pop(), question,
                    None if replay else servers.pop(),
-                   () if replay else tuple(sorted({cfg.get("client_processes") or 1 for cfg, _ in runs})),
-                   tuple(sorted({cfg["scheduler"] for cfg, _ in runs})), tuple(sorted({budget(c) for c, _ in runs})),
-                   tuple(sorted({cfg["workload"] for cfg, _ in runs})),
-                   tuple(sorted({cfg["rate"] for cfg, _ in runs}, key=_rate_order)),
+                   () if replay else tuple(sorted({cfg.client_processes for cfg, _ in runs})),
+                   tuple(sorted({cfg.scheduler for cfg, _ in runs})), tuple(sorted({c.budget_in_force for c, _ in runs})),
+                   tuple(sorted({cfg.workload for cfg, _ in runs})),
+                   tuple(sorted({cfg.rate_label for cfg, _ in runs}, key=_rate_order)),
                    tuple(sorted(set(points.values()))), tuple(roles), tuple(replays_of),
                    tuple(dict.fromkeys(m["machine_boot_id"] for _, m in runs if m.get("machine_boot_id"))))
 

@@ -16,9 +16,10 @@ from typing import Any
 from harness.lab_metrics import WARMUP_FRACTION
 from harness.offline_model import resolve_model
 from harness.provenance import gpu_info, machine_boot_id, write_json_atomic
+from harness.run_config import cli_flags, rate_label
 from harness.run_record import result_name
 from harness.server import HarnessError, server_command
-from harness.strategies import resolve_strategy, runtime_class, strategy
+from harness.strategies import check_settings, resolve_strategy, runtime_class, strategy
 from harness.study_file import STUDY_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,11 +57,8 @@ class ServerSpec:
         return params | {name: value for name, value in optional.items() if value is not None}
 
     def command(self, model: str, port: int) -> list[str]:
-        flags: list[str] = []
-        for name, value in self.params().items():
-            flag = f"--{name.replace('_', '-')}"
-            flags += [flag] if value is True else [flag, str(value)]
-        return server_command(model, port, self.dummy_weights, self.scheduler_cls, self.api_servers, {}, flags)
+        return server_command(model, port, self.dummy_weights, self.scheduler_cls, self.api_servers, {},
+                              cli_flags(self.params()))
 
     @property
     def scheduler_cls(self) -> str:
@@ -122,21 +120,34 @@ class LoadSpec:
 @dataclass(frozen=True)
 class Arm:
     """One configuration of the comparison: the scheduler's per-step token budget and, when the
-    strategies are compared, the strategy (a registry name; None: the server's scheduler), and
-    when rates are, the Poisson rate in req/s (None: the load's; a study mixing rate inf with
+    strategies are compared, the strategy (a registry name; None: the server's scheduler) and its
+    settings (``strategy_settings``, e.g. ``{"wait_bound_s": 5}``; the others keep their defaults),
+    and when rates are, the Poisson rate in req/s (None: the load's; a study mixing rate inf with
     others sets the load's rate to null and gives the others here)."""
 
     token_budget: int
     strategy: str | None = None
     rate: float | None = None
+    strategy_settings: tuple[tuple[str, float], ...] = ()  # a plan's JSON object, kept hashable
+
+    def __post_init__(self) -> None:
+        if isinstance(self.strategy_settings, dict):
+            object.__setattr__(self, "strategy_settings", tuple(sorted(self.strategy_settings.items())))
+
+    @property
+    def settings(self) -> dict[str, float]:
+        return dict(self.strategy_settings)
 
     @property
     def tag(self) -> str:
-        return "_".join(filter(None, [self.strategy, f"mnbt-{self.token_budget}"]))
+        """Names the arm's files: strategy, settings, budget (``sjf-ontime-wait-bound-s5_mnbt-2048``)."""
+        settings = "".join(f"-{key.replace('_', '-')}{value:g}" for key, value in self.strategy_settings)
+        return "_".join(filter(None, [f"{self.strategy}{settings}" if self.strategy else "",
+                                      f"mnbt-{self.token_budget}"]))
 
     def to_dict(self) -> dict[str, Any]:
-        """The arm as plans and study files hold it (no strategy key when the server's is used)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The arm as plans and study files hold it (no strategy or settings key when not set)."""
+        return {k: v for k, v in {**asdict(self), "strategy_settings": self.settings or None}.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -152,7 +163,7 @@ class PlannedRun:
 
     @property
     def rate_label(self) -> str:
-        return "inf" if self.rate is None else f"{self.rate:g}"
+        return rate_label(self.rate)
 
     @property
     def file_name(self) -> str:
@@ -216,6 +227,9 @@ class StudyPlan:
                                  f"{self.server.max_num_batched_tokens}] (server.max_num_batched_tokens)")
             if arm.strategy is not None:
                 runtime_class(arm.strategy)  # a typo or a strategy without a class fails here
+                check_settings(arm.strategy, arm.settings)  # a setting it does not read fails too
+            elif arm.strategy_settings:
+                raise ValueError(f"arm {arm.to_dict()}: strategy_settings need a strategy")
             if arm.rate is not None and not (isinstance(arm.rate, (int, float)) and arm.rate > 0):
                 raise ValueError(f"arm rate {arm.rate!r}: a number > 0 (req/s), or no rate for the load's")
         if not strategy(self.server.scheduler).class_name:

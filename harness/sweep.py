@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import statistics
@@ -39,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run by path (task2.sh): my_scheduler and harness import from the root
 from harness import strategies, workloads  # noqa: E402
+from harness.run_config import json_object, parse_rate, rate_label  # noqa: E402
 from harness.study_file import STUDY_FILE, Study, StudyFileError, read_study, write_study  # noqa: E402
 CAPACITY_BUDGET = 2048  # Task 2's budget whose rate-inf throughput sets the stress rates
 FALLBACK_STRESS_RATE = "48"  # about 85% of what an H200 served with Qwen3-0.6B in a smoke run
@@ -52,14 +52,12 @@ def words(text: str) -> list[str]:
 
 
 def rate(text: str) -> str:
-    """A request rate as ``vllm bench serve`` takes it: a positive number or ``inf``."""
-    if text != "inf":
-        try:
-            if not float(text) > 0:
-                raise ValueError
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a request rate (a number > 0 or inf)") from None
-    return text
+    """A request rate as ``vllm bench serve`` takes it (``run_config.parse_rate``: a positive number
+    or ``inf``), kept as its label."""
+    try:
+        return rate_label(parse_rate(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def listed(item_type: Any) -> Any:
@@ -99,7 +97,7 @@ class SweepArgs:
     seed: int
     max_num_seqs: int
     gpu_memory_utilization: float
-    server_extra: list[str]
+    server_params: dict[str, Any]
     api_servers: int
     clients: list[int]
     out_dir: Path
@@ -123,8 +121,8 @@ class SweepArgs:
         add("--max-num-seqs", type=positive_int, default=256, help="vllm serve --max-num-seqs (default: %(default)s)")
         add("--gpu-memory-utilization", type=float, default=0.9,
             help="vllm serve --gpu-memory-utilization (default: %(default)s)")
-        add("--server-extra", type=str.split, default=[],
-            help='extra vllm serve flags, e.g. "--enforce-eager" (default: none)')
+        add("--server-params", type=json_object, default={}, metavar="JSON",
+            help='more vllm serve flags as values, e.g. \'{"enforce_eager": true}\' (default: none)')
         add("--api-servers", type=positive_int, default=1,
             help="API-server processes (vllm serve --api-server-count); one lags near a 0.6B "
                  "model's capacity (default: %(default)s)")
@@ -150,11 +148,16 @@ class SweepArgs:
 
 @dataclass
 class Load:
-    """A named workload of one configuration: its rates and the client flags that shape it."""
+    """A named workload of one configuration: its rates and the ``vllm bench serve`` flags, as
+    values, that shape it."""
 
     name: str
     rates: list[str]
-    bench_flags: list[str] = field(default_factory=list)
+    bench_params: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """``serve_bench.py --load``'s value."""
+        return json.dumps({"name": self.name, "rates": self.rates, "bench_params": self.bench_params})
 
 
 @dataclass
@@ -172,22 +175,20 @@ class Config:
     goodput: str = ""
 
     def command(self, sweep: SweepArgs) -> list[str]:
-        """The ``serve_bench.py`` command line (its ``--server-args`` and ``--bench-args`` are
-        single strings by its interface; they are built here from lists)."""
-        server = ["--max-num-batched-tokens", str(self.budget), "--max-num-seqs", str(sweep.max_num_seqs),
-                  "--gpu-memory-utilization", str(sweep.gpu_memory_utilization), *sweep.server_extra]
-        bench = ["--dataset-name", "random", "--random-input-len", str(sweep.input_len),
-                 "--random-output-len", str(sweep.output_len), "--ignore-eos"]
+        """The ``serve_bench.py`` command line; settings go as JSON values, never as flag strings."""
+        server = {"max_num_batched_tokens": self.budget, "max_num_seqs": sweep.max_num_seqs,
+                  "gpu_memory_utilization": sweep.gpu_memory_utilization, **sweep.server_params}
+        bench = {"dataset_name": "random", "random_input_len": sweep.input_len,
+                 "random_output_len": sweep.output_len, "ignore_eos": True}
         cmd = [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", self.task, "--tag", self.tag,
                "--out-dir", str(sweep.out_dir), "--model", sweep.model, "--scheduler", self.scheduler,
                "--runs", str(sweep.runs), "--num-prompts", str(sweep.num_prompts), "--seed", str(sweep.seed),
                "--api-servers", str(sweep.api_servers), "--clients", ",".join(map(str, sweep.clients)),
-               "--server-args", shlex.join(server), "--bench-args", shlex.join(bench)]
+               "--server-params", json.dumps(server), "--bench-params", json.dumps(bench)]
         if len(self.loads) == 1 and not self.loads[0].name:
             cmd += ["--rates", ",".join(self.loads[0].rates), "--workload", self.workload]
         else:
-            cmd += [arg for load in self.loads for arg in
-                    ("--load", f"{load.name}|{','.join(load.rates)}|{shlex.join(load.bench_flags)}")]
+            cmd += [arg for load in self.loads for arg in ("--load", load.to_json())]
         if self.settings:
             cmd += ["--additional-config", json.dumps(self.settings)]
         if self.timeout_s is not None:
@@ -317,11 +318,15 @@ def note_study(task: str, folder: Path) -> None:
     write_study(folder, study)
 
 
-def capacity_rate(folder: Path, tag: str, fraction: float, output_len: int) -> float | None:
-    """``fraction`` x the median rate-inf output throughput of ``<tag>_rate-inf_run-*.json`` in
-    ``folder``, in requests/s of ``output_len`` tokens; None when no such run exists."""
-    tputs = [json.loads(p.read_text())["summary"]["output_throughput_tok_s"]
-             for p in sorted(folder.glob(f"{tag}_rate-inf_run-*.json"))]
+def capacity_rate(folder: Path, budget: int, fraction: float, output_len: int) -> float | None:
+    """``fraction`` x the median rate-inf output throughput of vLLM's own policy at token budget
+    ``budget`` with one client, over the runs in ``folder`` (read from their ``config``), in
+    requests/s of ``output_len`` tokens; None when there is no such run."""
+    from harness.results import load_runs
+
+    tputs = [run.summary["output_throughput_tok_s"] for run in load_runs(folder)
+             if run.config.rate is None and run.config.budget_in_force == budget and run.config.client_processes == 1
+             and run.config.scheduler in ("default", "kv-recorder")]
     return fraction * statistics.median(tputs) / output_len if tputs else None
 
 
@@ -341,7 +346,7 @@ def task2(ns: argparse.Namespace) -> int:
         if run_all("task2", replace(sweep, plot=False), [config(CAPACITY_BUDGET, ["inf"])],
                    lambda c: c.tag) != 0:
             sys.exit("task2: the capacity runs failed")
-        near = capacity_rate(sweep.out_dir, f"mnbt-{CAPACITY_BUDGET}", ns.near_saturation, sweep.output_len)
+        near = capacity_rate(sweep.out_dir, CAPACITY_BUDGET, ns.near_saturation, sweep.output_len)
         if near is None and not sweep.dry_run:
             sys.exit(f"task2: no capacity measured in {sweep.out_dir}")
         if near is not None:
@@ -391,15 +396,15 @@ def task3(ns: argparse.Namespace) -> int:
     sweep = SweepArgs.from_cli_args(ns)
     settings = strategy_settings(ns.strategy_setting)
     checked_strategies(ns.strategies, settings)
-    stress = ns.stress_rate or [stress_rate(sweep.out_dir, sweep.output_len)]
+    stress = ns.stress_rate or [stress_rate(ns.capacity_from, sweep.output_len)]
     loads = {"fixed": Load("fixed", list(dict.fromkeys([ns.rate, *stress]))),
-             "varlen": Load(f"varlen-{ns.range_ratio:g}", stress, [
-                 "--random-range-ratio", json.dumps({"input": ns.range_ratio, "output": 0.0})])}
+             "varlen": Load(f"varlen-{ns.range_ratio:g}", stress,
+                            {"random_range_ratio": {"input": ns.range_ratio, "output": 0.0}})}
     if "heavy" in ns.workloads:
-        loads["heavy"] = Load("heavy", stress, workloads.bench_args(heavy_dataset(sweep)))
+        loads["heavy"] = Load("heavy", stress, workloads.bench_params(heavy_dataset(sweep)))
     if ns.burstiness != 1:  # gamma gaps instead of Poisson: the load's name says so
         loads = {w: Load(f"{load.name}-burst{ns.burstiness:g}", load.rates,
-                         [*load.bench_flags, "--burstiness", f"{ns.burstiness:g}"]) for w, load in loads.items()}
+                         {**load.bench_params, "burstiness": ns.burstiness}) for w, load in loads.items()}
     configs = [Config("task3", name, ns.max_num_batched_tokens, [loads[w] for w in ns.workloads],
                       scheduler=name, settings=settings_for(name, settings), timeout_s=ns.timeout_s)
                for name in ns.strategies]
@@ -418,12 +423,11 @@ def heavy_dataset(sweep: SweepArgs) -> Path:
     return workloads.ensure_dataset(folder, resolve_model(sweep.model), sweep.num_prompts, sweep.seed)
 
 
-def stress_rate(out_dir: Path, output_len: int) -> str:
-    """90% of the default scheduler's saturation throughput (Task 2, budget 2048, rate inf)
-    measured in the setting of Task 3's ``out_dir``: results/task3_<name> reads
-    results/task2_<name> (results/task3 reads results/task2); 48 req/s when none exists."""
-    folder = out_dir.parent / ("task2" + out_dir.name.removeprefix("task3"))
-    rate_ = capacity_rate(folder, f"mnbt-{CAPACITY_BUDGET}", 0.9, output_len)
+def stress_rate(capacity_from: Path, output_len: int) -> str:
+    """90% of the default scheduler's saturation throughput (Task 2, budget 2048, rate inf) in the
+    runs of ``capacity_from`` (``--capacity-from``: a Task 2 folder of the same setting); 48 req/s
+    when it holds none."""
+    rate_ = capacity_rate(capacity_from, CAPACITY_BUDGET, 0.9, output_len)
     return FALLBACK_STRESS_RATE if rate_ is None else f"{rate_:.0f}"
 
 
@@ -477,7 +481,10 @@ def parser() -> argparse.ArgumentParser:
     t3.add_argument("--rate", type=rate, default="8", help="the fixed load's rate (default: %(default)s)")
     t3.add_argument("--stress-rate", type=listed(rate), default=None,
                     help="the varlen and heavy loads' rates, also offered on the fixed load (\"52 60\": both); "
-                         "default: 0.9 x the Task 2 capacity of the same setting, else 48")
+                         "default: 0.9 x the capacity in --capacity-from's runs, else 48")
+    t3.add_argument("--capacity-from", type=Path, default=ROOT / "results" / "task2",
+                    help="the Task 2 results of the same setting (API servers, host) whose capacity at budget "
+                         f"{CAPACITY_BUDGET}, rate inf, sets the default stress rate (default: results/task2)")
     t3.add_argument("--range-ratio", type=float, default=0.9,
                     help="varlen: input lengths uniform in [1-R, 1+R] x --input-len (default: %(default)s)")
     t3.add_argument("--burstiness", type=float, default=1.0,

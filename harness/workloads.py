@@ -23,6 +23,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -99,11 +100,11 @@ def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray]:
             np.array([r["output_tokens"] for r in rows], dtype=int))
 
 
-def bench_args(path: Path) -> list[str]:
-    """The ``vllm bench serve`` flags that send ``path`` as written: per-line output lengths, no
-    chat template, file order."""
-    return ["--dataset-name", "custom", "--dataset-path", str(path), "--custom-output-len", "-1",
-            "--skip-chat-template", "--disable-shuffle"]
+def bench_params(path: Path) -> dict[str, Any]:
+    """The ``vllm bench serve`` flags, as values, that send ``path`` as written: per-line output
+    lengths, no chat template, file order."""
+    return {"dataset_name": "custom", "dataset_path": str(path), "custom_output_len": -1,
+            "skip_chat_template": True, "disable_shuffle": True}
 
 
 def main(argv: list[str]) -> int:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent
 CPU_VENV = Path(os.environ.get("LAB3_CPU_SERVE_VENV", ROOT / ".venv-cpu-serve"))
 TINY = str(ROOT / "models" / "tiny-qwen3")
-CPU_SERVER_FLAGS = "--dtype float32 --enforce-eager --max-model-len 512"
+CPU_SERVER_PARAMS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 512}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def task2(env: dict[str, str], out_dir: Path, *extra: str) -> subprocess.Complet
     command = ["bash", str(ROOT / "task2.sh"), "--model", TINY, "--dummy-weights",
                "--rates", "inf", "--runs", "1", "--num-prompts", "10", "--input-len", "300",
                "--output-len", "6", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.15",
-               "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), *extra]
+               "--server-params", json.dumps(CPU_SERVER_PARAMS), "--out-dir", str(out_dir), *extra]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -117,7 +117,7 @@ def test_a_server_that_fails_to_start_is_reported_with_its_log(cpu_env, tmp_path
     proc = subprocess.run(
         [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "t", "--tag", "broken",
          "--out-dir", str(tmp_path), "--model", TINY, "--dummy-weights", "--port", str(port),
-         "--server-args", f"{CPU_SERVER_FLAGS} --max-num-batched-tokens banana"],
+         "--server-params", json.dumps({**CPU_SERVER_PARAMS, "max_num_batched_tokens": "banana"})],
         env=cpu_env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     assert "the server died while starting" in proc.stderr
@@ -132,7 +132,7 @@ def test_an_interrupted_sweep_stops_its_server_and_keeps_finished_runs(cpu_env, 
     command = ["bash", str(ROOT / "task2.sh"), "--model", TINY, "--dummy-weights", "--values", "64",
                "--rates", "0.5", "--runs", "2", "--num-prompts", "400", "--input-len", "16", "--max-num-seqs", "8",
                "--output-len", "4", "--gpu-memory-utilization", "0.15",
-               "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), "--no-plot"]
+               "--server-params", json.dumps(CPU_SERVER_PARAMS), "--out-dir", str(out_dir), "--no-plot"]
     proc = subprocess.Popen(command, env=cpu_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     seen = ""
@@ -178,9 +178,10 @@ def test_a_scheduler_that_admits_nothing_stops_the_run_instead_of_hanging(cpu_en
         [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "t", "--tag", "stuck",
          "--out-dir", str(out_dir), "--model", TINY, "--dummy-weights", "--rates", "inf", "--runs", "1",
          "--num-prompts", "4", "--seed", "42", "--stall-timeout-s", "20",
-         "--bench-args", "--dataset-name random --random-input-len 16 --random-output-len 4 --ignore-eos",
-         "--server-args", f"{CPU_SERVER_FLAGS} --max-num-seqs 4 --gpu-memory-utilization 0.15 "
-                          "--scheduler-cls stuck_scheduler.AdmitsNothing"],
+         "--bench-params", json.dumps({"dataset_name": "random", "random_input_len": 16, "random_output_len": 4,
+                                       "ignore_eos": True}),
+         "--server-params", json.dumps({**CPU_SERVER_PARAMS, "max_num_seqs": 4, "gpu_memory_utilization": 0.15,
+                                        "scheduler_cls": "stuck_scheduler.AdmitsNothing"})],
         env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "the run cannot finish: the server produced no token for" in proc.stderr
@@ -208,7 +209,7 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
          "--strategies", "default prefill-first sjf",
          "--stress-rate", "inf", "--num-prompts", "12", "--input-len", "200", "--output-len", "48",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
-         "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
+         "--server-params", json.dumps(CPU_SERVER_PARAMS), "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = {s: json.loads((out_dir / f"{s}_varlen-0.9_rate-inf_run-1.json").read_text())
@@ -218,7 +219,7 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
     for data in runs.values():
         assert data["summary"]["num_failed"] == 0 and data["client"]["completed"] == 12
         assert data["summary"]["timeout_s"] == 30.0
-        assert "random-range-ratio" in data["config"]["bench_command"]
+        assert "random-range-ratio" in data["config"]["bench_commands"][0]
     counts = runs["prefill-first"]["engine"]["scheduler_counts_this_run"]
     assert counts["steps"]["prefill_only"] > 0 and counts["steps"]["decode_only"] > 0
     assert counts["steps"]["mixed"] <= counts["policy"]["fallback_steps"]
@@ -267,15 +268,16 @@ def test_slo_study_gives_strategy_f_its_ttft_target_and_reports_goodput(cpu_env,
          "--strategies", "sjf-ontime", "--slo", "ttft:800 tpot:60", "--runs", "1",
          "--rates", "50", "--num-prompts", "12", "--input-len", "200", "--output-len", "4",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
-         "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir)],
+         "--server-params", json.dumps(CPU_SERVER_PARAMS), "--out-dir", str(out_dir)],
         env=cpu_env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out_dir / "sjf-ontime_fixed_rate-50_run-1.json").read_text())
     assert "--additional-config '{\"ttft_slo_ms\": 800.0}'" in data["config"]["server_command"]
     assert data["config"]["strategy_settings"] == {
-        "aging_tokens_per_s": 0.0, "ttft_slo_ms": 800.0, "ttft_margin_ms": ms.DEFAULT_TTFT_MARGIN_MS}
+        "aging_tokens_per_s": 0.0, "ttft_slo_ms": 800.0, "ttft_margin_ms": ms.DEFAULT_TTFT_MARGIN_MS,
+        "wait_bound_s": 0.0}
     assert data["config"]["goodput"] == "ttft:800 tpot:60"
-    assert "--goodput ttft:800 tpot:60" in data["config"]["bench_command"]
+    assert "--goodput ttft:800 tpot:60" in data["config"]["bench_commands"][0]
     assert data["client"]["completed"] == 12 and data["summary"]["num_failed"] == 0
     counts = data["engine"]["scheduler_counts_this_run"]
     assert counts["policy_settings"]["ttft_slo_ms"] == 800.0
@@ -324,9 +326,9 @@ def test_front_end_check_sees_a_lagging_api_server_and_several_api_servers_and_c
     command = [sys.executable, str(ROOT / "harness" / "serve_bench.py"), "--task", "frontend", "--tag", "api-2",
                "--out-dir", str(out_dir), "--model", TINY, "--dummy-weights", "--api-servers", "2",
                "--rates", "inf", "--clients", "1,2", "--runs", "2", "--num-prompts", "8",
-               "--seed", "42", "--bench-args",
-               "--dataset-name random --random-input-len 32 --random-output-len 48 --ignore-eos",
-               "--server-args", f"{CPU_SERVER_FLAGS} --max-num-seqs 8 --gpu-memory-utilization 0.15"]
+               "--seed", "42", "--bench-params",
+               json.dumps({"dataset_name": "random", "random_input_len": 32, "random_output_len": 48, "ignore_eos": True}),
+               "--server-params", json.dumps({**CPU_SERVER_PARAMS, "max_num_seqs": 8, "gpu_memory_utilization": 0.15})]
     proc = subprocess.Popen(command, env=cpu_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     seen, pulsing, done = "", None, threading.Event()
@@ -397,7 +399,7 @@ def test_the_heavy_tailed_load_reaches_a_real_server_in_file_order_and_f_counts_
         ["bash", str(ROOT / "task3.sh"), "--model", TINY, "--dummy-weights", "--workloads", "heavy",
          "--burstiness", "0.5", "--strategies", "sjf-ontime", "--stress-rate", "20", "--num-prompts", "12",
          "--max-num-batched-tokens", "64", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.15",
-         "--server-extra", CPU_SERVER_FLAGS, "--out-dir", str(out_dir), "--no-plot"],
+         "--server-params", json.dumps(CPU_SERVER_PARAMS), "--out-dir", str(out_dir), "--no-plot"],
         env=cpu_env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     path = out_dir / "sjf-ontime_heavy-burst0.5_rate-20_run-1.json"

@@ -24,6 +24,7 @@ from harness import results as layer
 from harness import host_monitor as hm
 from harness import bench_client as bc
 from harness import run_record as rr
+from harness import rules
 from harness import serve_bench as sb
 from harness import server as srv
 from harness.lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
@@ -181,6 +182,48 @@ def test_the_longest_tenth_and_token_weights_show_who_pays():
     assert result["token_attainment"] == pytest.approx((6 * 104 + 1004) / (9 * 104 - 4 + 2 * 900))
 
 
+def test_attainment_by_third_splits_the_arrival_window_by_time_and_shows_a_growing_queue():
+    """30 requests arriving one a second, the first 3 dropped as warm-up: the kept window runs
+    from 3 s to 29 s, so its thirds end at 11.67 s and 20.33 s (9, 9 and 9 requests). Every request
+    of the first third meets the SLO, 6 of 9 in the middle and 2 of 9 in the last: a queue still
+    growing, which ``rules.steady_trend`` calls falling."""
+    n = 30
+    ttft = [0.1] * 12 + [0.1 if i % 3 else 2.0 for i in range(12, 21)] + [2.0 if i % 9 > 1 else 0.1 for i in range(21, 30)]
+    detail = {"ttfts": ttft, "itls": [[0.02] * 3 for _ in range(n)], "input_lens": [100] * n,
+              "output_lens": [4] * n, "start_times": [float(i) for i in range(n)], "errors": [""] * n}
+    result = slo_attainment(detail, parse_slo("ttft:500 tpot:50"))
+    assert result["by_third"] == pytest.approx([1.0, 6 / 9, 2 / 9])
+    assert rules.steady_trend(result["by_third"]) == "falling"
+    assert rules.third_change(result["by_third"]) == pytest.approx(-4 / 9)
+    assert rules.steady_trend([0.2, 0.90, 0.94]) == "settled"  # within 5 points
+    assert rules.steady_trend([0.9, 0.80, 0.90]) == "rising"
+    assert rules.steady_trend(None) is None and rules.steady_trend([1.0, None, 1.0]) is None
+
+
+def test_output_pace_tells_a_run_that_kept_up_from_one_whose_queue_grew():
+    """One request a second for 40 s, each 11 tokens (a first token and 10 gaps). Served at once
+    (0.1 s a token) the engine emits what arrives: pace 1. Served one request at a time at 0.2 s a
+    token (2 s a request, half the arrival rate) it emits half of it: pace 0.5, overload. The
+    completed request rate of the first run, drained after its last arrival, stays near 1 req/s."""
+    n = 40
+
+    def run(wait_s: Callable[[int], float], gap_s: float) -> dict:
+        return {"start_times": [float(i) for i in range(n)], "ttfts": [wait_s(i) + gap_s for i in range(n)],
+                "itls": [[gap_s] * 10 for _ in range(n)], "input_lens": [10] * n, "output_lens": [11] * n,
+                "errors": [""] * n}
+
+    kept = summarize(run(lambda i: 0.0, 0.1))
+    assert kept["output_pace"]["ratio"] == pytest.approx(1.0, abs=0.03)
+    assert kept["output_pace"]["offered_tok_s"] == pytest.approx(11.0, rel=0.03)
+    assert kept["request_throughput_req_s"] == pytest.approx(40 / 40.1)
+    slow = summarize(run(lambda i: i * 1.2, 0.2))  # request i waits for the i before it: 2.2 s each, 1.2 s after its start
+    assert slow["output_pace"]["ratio"] == pytest.approx(11 / 2.2 / 11, abs=0.05)
+    assert not rules.overloaded(kept["output_pace"]["ratio"]) and rules.overloaded(slow["output_pace"]["ratio"])
+    assert not rules.overloaded(None) and not rules.overloaded(math.nan)
+    at_once = summarize(_rate_inf_detail())
+    assert at_once["output_pace"] is None  # rate inf: no arrival window
+
+
 def _arrivals_error_s(got: list[float], want: list[float]) -> float:
     """Largest gap, over a request's chunks, between the arrival times two ITL lists give."""
     return float(np.abs(np.cumsum(got) - np.cumsum(want)).max()) if want else 0.0
@@ -296,14 +339,22 @@ def test_bad_rates_are_rejected(capsys):
     assert "not a positive number or inf" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", "/tmp", "--model", "m", "--load", "a b|8|"])
-    assert "expected NAME|RATES|BENCH_ARGS" in capsys.readouterr().err
+    assert "expected a JSON object with name, rates and bench_params" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", "/tmp", "--model", "m",
+                       "--load", '{"name": "a b", "rates": [8]}'])
+    assert "--load name 'a b': letters, digits" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sb.parse_args(["--task", "t", "--tag", "x", "--out-dir", "/tmp", "--model", "m", "--server-params", "[1]"])
+    assert "is not a JSON object" in capsys.readouterr().err
 
 
 def test_named_loads_share_a_server_and_name_their_files(tmp_path, capsys):
-    args = _args(tmp_path, "--dry-run", "--bench-args", "--num-prompts 5",
-                 "--load", "fixed|8|--random-input-len 64",
-                 "--load", 'varlen|2,inf|--random-range-ratio \'{"input": 0.9, "output": 0.0}\'')
-    assert [(l.name, l.rates) for l in args.loads] == [("fixed", ("8",)), ("varlen", ("2", "inf"))]
+    args = _args(tmp_path, "--dry-run", "--bench-params", '{"num_prompts": 5}',
+                 "--load", '{"name": "fixed", "rates": [8], "bench_params": {"random_input_len": 64}}',
+                 "--load", '{"name": "varlen", "rates": [2, "inf"], '
+                           '"bench_params": {"random_range_ratio": {"input": 0.9, "output": 0.0}}}')
+    assert [(l.name, l.rates) for l in args.loads] == [("fixed", (8.0,)), ("varlen", (2.0, None))]
     assert sb.run_config(args) == 0
     out = capsys.readouterr().out
     assert out.count("would start") == 1
@@ -314,7 +365,7 @@ def test_named_loads_share_a_server_and_name_their_files(tmp_path, capsys):
 def test_existing_results_are_skipped_and_dry_run_prints_commands(tmp_path, capsys):
     (tmp_path / "x_rate-16_run-1.json").write_text("{}")
     args = _args(tmp_path, "--rates", "16,inf", "--runs", "1", "--dry-run", "--dummy-weights",
-                 "--scheduler", "sjf", "--server-args", "--max-num-seqs 4")
+                 "--scheduler", "sjf", "--server-params", '{"max_num_seqs": 4}')
     assert sb.run_config(args) == 0
     out = capsys.readouterr().out
     assert "x_rate-16_run-1.json: exists, skipped" in out

@@ -24,7 +24,8 @@ SERVING = sorted(p for p in RESULTS.glob("*/*.json") if p.parent.name != "steplo
 WITH_ARRAYS = [p for p in SERVING if json.loads(p.read_text())["client"].get("detail_file")]
 # Keys summarize gained after the committed files were written: a recomputation has them, the
 # files do not, and nothing that reads a file needs them.
-ADDED_SUMMARY_KEYS = {"request_throughput_req_s"}
+ADDED_SUMMARY_KEYS = {"request_throughput_req_s", "output_pace", "output_pace.emitted_tok_s",
+                      "output_pace.offered_tok_s", "output_pace.ratio"}
 
 
 def _copy_run(source: Path, folder: Path) -> None:
@@ -182,7 +183,7 @@ def test_slo_attainment_matches_an_independent_computation():
     for run, attainment in zip(runs, rows["attainment"]):
         detail = read_detail(run.path)
         order = np.argsort(detail["start_times"], kind="stable")
-        kept = order[int(len(order) * run.config["warmup_fraction"]):]
+        kept = order[int(len(order) * run.config.warmup_fraction):]
         good = sum(not detail["errors"][i] and detail["ttfts"][i] <= 0.5
                    and 1e3 * sum(detail["itls"][i]) / (detail["output_lens"][i] - 1) <= 50 for i in kept)
         assert attainment == pytest.approx(good / len(kept))

@@ -407,6 +407,8 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
     assert again["client"]["detail_file"] is None and not list(tmp_path.glob("*.npz.xz"))
     assert "request_throughput_req_s" not in stored["summary"]  # written before the key was added
     assert again["summary"].pop("request_throughput_req_s") > 0
+    assert "output_pace" not in stored["summary"]  # likewise
+    assert 0 < again["summary"].pop("output_pace")["ratio"] <= 1.05
     slos = again["summary"].pop("slo_attainment"), stored["summary"].pop("slo_attainment")
     assert again["summary"] == stored["summary"]
     # The committed file's attainment came from its arrays (times kept to 50 us), the new one from
@@ -415,6 +417,6 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
         new, old = slos[0][slo], slos[1][slo]
         assert Run.read(out).attainment(slo) == new
         # The stored file predates the tail keys (token attainment, longest decile): compare what it has.
-        assert {"token_attainment", "longest_decile"} <= new.keys()
+        assert {"token_attainment", "longest_decile", "by_third"} <= new.keys()
         assert {k: new[k] for k in old if k != "goodput_req_s"} == {k: v for k, v in old.items() if k != "goodput_req_s"}
         assert new["goodput_req_s"] == pytest.approx(old["goodput_req_s"], rel=1e-4)

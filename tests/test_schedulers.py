@@ -356,9 +356,60 @@ def test_on_time_sjf_queue_puts_late_requests_last_shortest_first_within_each():
     assert len(queue) == 1 and queue.pop_request() is reqs[(400, 0.8)] and not queue
 
 
-def _on_time_sjf(clock: FakeClock, slo_ms: float = 500.0, margin_ms: float = 100.0) -> type:
+def test_a_wait_bound_puts_overdue_requests_first_oldest_first():
+    """Deadline 0.4 s, bound 3 s. At t = 5.0 the prompts of 0.5 and 1.0 have waited over 3 s:
+    they go first, oldest first, whatever their length; then the on-time one; then the late one
+    (waited 0.4-3 s). A preempted request never turns overdue. Removal keeps the rest in order."""
+    clock = FakeClock()
+    queue = ms.OnTimeShortestJobFirstQueue(False, 0.0, deadline_s=0.4, clock=clock, wait_bound_s=3.0)
+    reqs = {t: make_request(n, 2, arrival_time=t) for n, t in ((900, 1.0), (2000, 0.5), (30, 4.0), (10, 4.8))}
+    for req in reqs.values():
+        queue.add_request(req)
+    back = make_request(5000, 2, arrival_time=0.0)
+    queue.prepend_request(back)  # preempted at 0.0: on time for good
+    clock.now = 5.0
+    order = [(r.num_prompt_tokens, r.arrival_time) for r in queue]  # as of the last read: none yet
+    assert queue.peek_request() is reqs[0.5]
+    assert [(r.num_prompt_tokens, r.arrival_time) for r in queue] == [(2000, 0.5), (900, 1.0), (10, 4.8),
+                                                                        (5000, 0.0), (30, 4.0)] != order
+    queue.remove_requests([reqs[1.0]])
+    assert [queue.pop_request() for _ in range(len(queue))] == [reqs[0.5], reqs[4.8], back, reqs[4.0]]
+    with pytest.raises(IndexError):
+        queue.peek_request()
+
+
+def test_a_wait_bound_caps_the_longest_prompts_wait_under_sustained_short_arrivals():
+    """One long prompt behind two short ones, then a short one every 2 steps, more than 2 sequences
+    can serve: the queue
+    grows, its short prompts turn late too, and F (shortest first among the late) never admits the
+    long one while they keep coming. With a 1 s bound it goes first about 1 s after it arrived,
+    and the engine counts it overdue."""
+    clock = FakeClock()
+    admitted: dict[float, float | None] = {}
+    for bound in (0.0, 1.0):
+        sched = make_scheduler(_on_time_sjf(clock, slo_ms=300.0, margin_ms=50.0, bound_s=bound),
+                               SimConfig(max_num_seqs=2, max_num_batched_tokens=256, num_blocks=5000))
+        clock.now = 0.0
+        for _ in range(2):  # the long one finds both sequences taken
+            sched.add_request(make_request(64, 8, arrival_time=0.0))
+        sched.add_request(make_request(1500, 2, arrival_time=0.0, request_id=f"long-{bound}"))
+        admitted[bound] = None
+        for i in range(400):  # 8 s at 20 ms a step
+            clock.now = i * 0.02
+            if i % 2 == 0:
+                sched.add_request(make_request(64, 8, arrival_time=clock.now))
+            if f"long-{bound}" in step(sched).prefill_ids and admitted[bound] is None:
+                admitted[bound] = clock.now
+        if bound:
+            assert sched.policy_stats["admitted_overdue"] >= 1
+    assert admitted[0.0] is None, admitted  # starved for as long as the short ones came
+    assert admitted[1.0] is not None and 1.0 <= admitted[1.0] <= 1.5, admitted
+
+
+def _on_time_sjf(clock: FakeClock, slo_ms: float = 500.0, margin_ms: float = 100.0, bound_s: float = 0.0) -> type:
     return type("TestOnTimeSJF", (ms.OnTimeSJFScheduler,),
-                {"wall_clock": staticmethod(clock), "ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms})
+                {"wall_clock": staticmethod(clock), "ttft_slo_ms": slo_ms, "ttft_margin_ms": margin_ms,
+                 "wait_bound_s": bound_s})
 
 
 def test_on_time_sjf_admits_the_on_time_request_before_a_shorter_late_one_and_counts_both():
@@ -368,9 +419,9 @@ def test_on_time_sjf_admits_the_on_time_request_before_a_shorter_late_one_and_co
     clock.now = 100.0
     late, fresh = make_request(64, 2, arrival_time=99.0), make_request(96, 2, arrival_time=99.9)
     assert _admission_order(sched, [late, fresh]) == [96, 64]
-    assert sched.policy_stats == {"admitted_on_time": 1, "admitted_late": 1}
+    assert sched.policy_stats == {"admitted_on_time": 1, "admitted_late": 1, "admitted_overdue": 0}
     settings = sched.stats_dict()["policy_settings"]
-    assert settings == {"aging_tokens_per_s": 0.0, "ttft_slo_ms": 500.0, "ttft_margin_ms": 100.0}
+    assert settings == {"aging_tokens_per_s": 0.0, "ttft_slo_ms": 500.0, "ttft_margin_ms": 100.0, "wait_bound_s": 0.0}
     plain = make_scheduler(ms.SJFScheduler, SimConfig(max_num_seqs=1, max_num_batched_tokens=2048, num_blocks=5000))
     late, fresh = make_request(64, 2, arrival_time=99.0), make_request(96, 2, arrival_time=99.9)
     assert _admission_order(plain, [late, fresh]) == [64, 96]
@@ -390,9 +441,11 @@ def test_on_time_sjf_meets_more_ttft_deadlines_after_a_burst_than_sjf():
 
 
 def test_on_time_sjf_settings_come_from_additional_config_and_are_checked():
-    given = {"ttft_slo_ms": 800, "ttft_margin_ms": 150, "aging_tokens_per_s": 20}
+    given = {"ttft_slo_ms": 800, "ttft_margin_ms": 150, "aging_tokens_per_s": 20, "wait_bound_s": 4}
     settings = make_scheduler(ms.OnTimeSJFScheduler, SimConfig(additional_config=given)).stats_dict()["policy_settings"]
-    assert settings == {"aging_tokens_per_s": 20.0, "ttft_slo_ms": 800.0, "ttft_margin_ms": 150.0}
+    assert settings == {"aging_tokens_per_s": 20.0, "ttft_slo_ms": 800.0, "ttft_margin_ms": 150.0, "wait_bound_s": 4.0}
+    with pytest.raises(ValueError, match="wait_bound_s must be a number >= 0"):
+        make_scheduler(ms.OnTimeSJFScheduler, SimConfig(additional_config={**given, "wait_bound_s": -1}))
     with pytest.raises(ValueError, match="ttft_margin_ms"):
         make_scheduler(ms.OnTimeSJFScheduler, SimConfig(additional_config={**given, "ttft_margin_ms": 900}))
 
@@ -521,10 +574,11 @@ def _run_budget_load(sched) -> list[list[tuple[int, int]]]:
     return _step_shapes(traces, [r.request_id for batch in load for r in batch])
 
 
-def _write_control(path, seq: int, budget: Any, strategy: str | None = None) -> None:
+def _write_control(path, seq: int, budget: Any, strategy: str | None = None, settings: dict | None = None) -> None:
     from harness.provenance import write_json_atomic
 
-    write_json_atomic(path, {"seq": seq, "token_budget": budget} | ({"strategy": strategy} if strategy else {}))
+    write_json_atomic(path, {"seq": seq, "token_budget": budget} | ({"strategy": strategy} if strategy else {})
+                      | ({"settings": settings} if settings is not None else {}))
 
 
 @pytest.mark.parametrize("budget", [512, 2048])
@@ -641,6 +695,31 @@ def test_a_strategy_switch_keeps_counters_and_refuses_what_the_server_cannot_tak
     step(sched)
     assert "strategy 'fastest-first' (request 5) is not one this server can switch to" in \
         sched.stats_dict()["budget"]["control_error"]
+
+
+def test_a_runtime_switch_sets_the_strategys_settings_and_drops_them_with_the_next_request(tmp_path, monkeypatch):
+    """Told F with a wait bound, the server runs F with it (the other settings as it was started:
+    its --additional-config, else defaults); told F again without settings, the bound is gone; a
+    setting the strategy does not read, or settings without a strategy, are refused whole."""
+    control = tmp_path / "control.json"
+    monkeypatch.setenv(ms.CONTROL_ENV, str(control))
+    sched = make_scheduler(ms.KVPeakRecorder, SimConfig(max_num_batched_tokens=2048, num_blocks=5000,
+                                                        additional_config={"ttft_slo_ms": 800}))
+    _write_control(control, 1, 2048, "sjf-ontime", {"wait_bound_s": 5})
+    _run_mixed_load(sched)
+    assert type(sched) is ms.OnTimeSJFScheduler and sched.waiting._bound_s == 5.0
+    assert sched.stats_dict()["policy_settings"] == {"aging_tokens_per_s": 0.0, "ttft_slo_ms": 800.0,
+                                                     "ttft_margin_ms": 100.0, "wait_bound_s": 5.0}
+    _write_control(control, 2, 2048, "sjf-ontime")
+    _run_mixed_load(sched)
+    assert sched.stats_dict()["policy_settings"]["wait_bound_s"] == 0.0 and sched.waiting._bound_s == 0.0
+    for seq, strategy, settings, why in ((3, "sjf", {"wait_bound_s": 5}, "strategy 'sjf' takes no setting 'wait_bound_s'"),
+                                         (4, None, {"wait_bound_s": 5}, "without a strategy")):
+        _write_control(control, seq, 1024, strategy, settings)
+        sched.add_request(make_request(3000, 5))
+        assert sum(step(sched).scheduled.values()) == 2048  # nothing changed, the budget neither
+        run_until_done(sched)
+        assert type(sched) is ms.OnTimeSJFScheduler and why in sched.stats_dict()["budget"]["control_error"]
 
 
 def test_every_registered_strategy_is_bound_to_its_class_here():

@@ -37,7 +37,11 @@ def test_every_committed_plan_reads_as_written():
     ({"server__scheduler": "default"}, "cannot take a budget or strategy at run time"),
     ({"server__scheduler": "no-such"}, "unknown scheduler"),
     ({"arms": [{"token_budget": 512}, {"token_budget": 512}]}, "each (token_budget, strategy, rate) once"),
-    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['rate', 'strategy', 'token_budget']"),
+    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['rate', 'strategy', 'strategy_settings', "
+                                  "'token_budget']"),
+    ({"arms": [{"token_budget": 512, "strategy": "sjf", "strategy_settings": {"wait_bound_s": 5}}]},
+     "strategy 'sjf' takes no setting 'wait_bound_s'"),
+    ({"arms": [{"token_budget": 512, "strategy_settings": {"aging_tokens_per_s": 5}}]}, "strategy_settings need a strategy"),
     ({"arms": [{"token_budget": 512, "rate": 0}]}, "arm rate 0: a number > 0"),
     ({"arms": [{"token_budget": 512, "strategy": "fastest"}]}, "unknown scheduler 'fastest'"),
     ({"load__rate": 0}, "load.rate 0"),
@@ -72,6 +76,27 @@ def test_strategy_arms_name_their_runs_and_the_class_each_must_run_under():
     assert study_plan.study_record(three)["order"][0].keys() == {"index", "round", "file", "token_budget", "strategy", "seed"}
     assert "strategy" not in study_plan.study_record(plan())["order"][0]
     assert "strategy" not in study_plan.StudyPlan.from_dict(plan().to_dict()).to_dict()["arms"][0]
+
+
+def test_arms_of_one_strategy_with_other_settings_are_apart_in_names_files_and_checks():
+    """F with and without a wait bound: two arms, two file names, the settings in the study file
+    and in what the engine must report having applied."""
+    arms = [{"token_budget": 2048, "strategy": "sjf-ontime"},
+            {"token_budget": 2048, "strategy": "sjf-ontime", "strategy_settings": {"wait_bound_s": 5}}]
+    two = plan(arms=arms, server__max_num_batched_tokens=2048)
+    assert [arm.tag for arm in two.arms] == ["sjf-ontime_mnbt-2048", "sjf-ontime-wait-bound-s5_mnbt-2048"]
+    assert study_plan.StudyPlan.from_dict(two.to_dict()) == two
+    assert two.to_dict()["arms"] == arms
+    record = study_plan.study_record(two)
+    assert sorted(e.get("strategy_settings", {}).get("wait_bound_s", 0) for e in record["order"]) == [0] * 3 + [5] * 3
+    bounded = next(r for r in two.order() if r.arm.settings)
+    stats = {"budget": {"control_seq": bounded.index, "token_budget": 2048},
+             "scheduler_class": "my_scheduler.OnTimeSJFScheduler",
+             "policy_settings": {"aging_tokens_per_s": 0.0, "ttft_slo_ms": 500.0, "ttft_margin_ms": 100.0,
+                                 "wait_bound_s": 0.0}}
+    with pytest.raises(HarnessError, match="did not apply"):  # the engine kept F without a bound
+        study.check_applied(two, bounded, stats)
+    study.check_applied(two, bounded, {**stats, "policy_settings": {**stats["policy_settings"], "wait_bound_s": 5.0}})
 
 
 def test_rate_arms_run_at_their_own_rate_and_the_load_s_otherwise():

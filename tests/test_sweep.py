@@ -28,7 +28,7 @@ def wrapper(script: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("argv, message", [
     (["task2", "--values", "512 x"], "'x' is not a positive integer"),
-    (["task2", "--rates", "16,-1"], "'-1' is not a request rate"),
+    (["task2", "--rates", "16,-1"], "rate '-1' is not a positive number or inf"),
     (["task2", "--gpus", "0 a"], "'a' is not a device index"),
     (["task2", "--clients", "1,0"], "'0' is not a positive integer"),
     (["task2", "--api-servers", "two"], "'two' is not a positive integer"),
@@ -76,7 +76,7 @@ def test_flags_have_plain_defaults_that_the_environment_does_not_change(monkeypa
     args = sweep.SweepArgs.from_cli_args(ns)
     assert (args.runs, args.seed, args.gpus, ns.rates, ns.values) == (2, 42, [], ["16", "inf"], [512, 1024, 2048, 4096, 8192])
     assert (args.num_prompts, args.input_len, args.output_len, args.clients, args.api_servers) == (1000, 1024, 256, [1], 1)
-    assert args.out_dir == sweep.ROOT / "results" / "task2" and args.server_extra == [] and ns.near_saturation is None
+    assert args.out_dir == sweep.ROOT / "results" / "task2" and args.server_params == {} and ns.near_saturation is None
     assert args.dummy_weights and args.model.endswith("models/qwen3-0.6b") and args.plot and args.lockstep
     assert not sweep.SweepArgs.from_cli_args(sweep.parser().parse_args(["task2"])).dummy_weights
     ns = sweep.parser().parse_args(["task3", "--gpus", "0,1", "--no-lockstep"])
@@ -116,18 +116,19 @@ def test_a_sweep_plans_the_same_whatever_the_shell_exports(argv):
     assert _plan(argv, {**clean, **STRAY_ENV}) == plan
 
 
-def test_stress_rate_is_read_from_the_task2_folder_of_the_same_setting(tmp_path):
-    """results/task3_api-4 takes 0.9 x the capacity measured in results/task2_api-4 (the
-    front-end study's 39 req/s); a setting without Task 2 results falls back to 48."""
+def test_stress_rate_is_read_from_the_runs_of_the_task2_folder_given(tmp_path):
+    """0.9 x the capacity measured in results/task2_api-4 (the front-end study's 39 req/s: its
+    one-client rate-inf runs at budget 2048, found by their config, not their names); a folder
+    without such runs falls back to 48."""
     assert len(CAPACITY_RUNS) == 3
-    assert sweep.stress_rate(ROOT / "results" / "task3_api-4", 256) == "39"
-    assert sweep.stress_rate(tmp_path / "task3_api-9", 256) == sweep.FALLBACK_STRESS_RATE
-    assert sweep.capacity_rate(tmp_path, "mnbt-2048", 0.9, 256) is None
+    assert sweep.stress_rate(ROOT / "results" / "task2_api-4", 256) == "39"
+    assert sweep.stress_rate(tmp_path / "task2_api-9", 256) == sweep.FALLBACK_STRESS_RATE
+    assert sweep.capacity_rate(tmp_path, 2048, 0.9, 256) is None
 
 
 def test_near_saturation_and_stress_rates_come_from_done_capacity_runs(tmp_path):
     """With the capacity runs present, task2 --near-saturation skips them and adds 0.9 x the
-    capacity to its rates; task3 in the matching folder uses it as its stress rate."""
+    capacity to its rates; task3 given that folder (--capacity-from) uses it as its stress rate."""
     task2_dir = tmp_path / "task2_api-4"
     task2_dir.mkdir()
     for path in CAPACITY_RUNS:
@@ -139,7 +140,8 @@ def test_near_saturation_and_stress_rates_come_from_done_capacity_runs(tmp_path)
     assert "mnbt-2048: nothing to do" in done.stdout
     assert "(mnbt-1024_rate-39_run-3.json)" in done.stdout
     done = wrapper("task3.sh", "--dry-run", "--model", TINY, "--strategies", "sjf", "--workloads", "varlen",
-                   "--strategy-setting", "aging_tokens_per_s=100", "--out-dir", str(tmp_path / "task3_api-4"))
+                   "--strategy-setting", "aging_tokens_per_s=100", "--out-dir", str(tmp_path / "task3_api-4"),
+                   "--capacity-from", str(task2_dir))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "rates 8 and 39 (stress)" in done.stdout
     start = re.search(r"would start: (.*)", done.stdout).group(1)

@@ -16,6 +16,7 @@ import pytest
 
 from harness import sched_sim as ss
 from harness import workloads
+from harness.run_config import cli_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = str(ROOT / "models" / "qwen3-0.6b")
@@ -52,9 +53,9 @@ def test_vllm_bench_reads_the_file_back_with_its_lengths_in_file_order(dataset):
 
     parser = argparse.ArgumentParser()
     add_cli_args(parser)
-    args = parser.parse_args(["--model", TOKENIZER, "--num-prompts", "60", "--seed", "42",
-                              "--dataset-name", "random", "--random-input-len", "1024",  # the sweep's base flags,
-                              "--ignore-eos", *workloads.bench_args(dataset)])       # overridden by the load's
+    sent = {"dataset_name": "random", "random_input_len": 1024, "ignore_eos": True,  # the sweep's base flags,
+            **workloads.bench_params(dataset)}                                        # overridden by the load's
+    args = parser.parse_args(["--model", TOKENIZER, "--num-prompts", "60", "--seed", "42", *cli_flags(sent)])
     samples = get_samples(args, AutoTokenizer.from_pretrained(TOKENIZER))
     inputs, outputs = workloads.read_lengths(dataset)
     assert [s.prompt_len for s in samples] == inputs.tolist()
@@ -100,7 +101,9 @@ def test_task3_sends_the_heavy_load_with_its_burstiness(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "(sjf_heavy-burst0.5_rate-50_run-1.json)" in done.stdout
     path = workloads.dataset_path(tmp_path / "t3" / "datasets", 1000, 42)
-    assert f"--dataset-name custom --dataset-path {path} --custom-output-len -1" in done.stdout
+    run = next(line for line in done.stdout.splitlines() if "would run" in line)
+    assert "--dataset-name custom" in run and f"--dataset-path {path}" in run and "--custom-output-len -1" in run
+    assert "--dataset-name random" not in run  # the load's dataset replaces the sweep's
     assert done.stdout.rstrip().endswith("--burstiness 0.5")
     assert not path.exists()  # a dry run writes nothing
 

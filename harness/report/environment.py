@@ -10,6 +10,7 @@ import pandas as pd
 
 from harness.document import Block, bullets, heading, para, table
 from harness.results import Results, date_range, meta_field
+from harness.rules import SITTING_COST_GOAL, sitting_cost
 
 
 def environment_section(res: Results) -> list[Block]:
@@ -45,5 +46,36 @@ def environment_section(res: Results) -> list[Block]:
     missing = [name for name in tasks if name not in present and name != "SLO studies"]  # the study is optional
     if missing:
         notes.append(f"No results for {', '.join(missing)}.")
-    return blocks + [para("From the provenance (`meta`) of every results file; values that differ "
-                          "between runs are all listed."), table(frame), bullets(notes)]
+    return (blocks + [para("From the provenance (`meta`) of every results file; values that differ "
+                           "between runs are all listed."), table(frame), bullets(notes)] + sitting_cost_blocks(res))
+
+
+def sitting_cost_blocks(res: Results) -> list[Block]:
+    """What each interleaved study cost on the GPU, from its runs' ``timing`` blocks, against the
+    goal: at most ``SITTING_COST_GOAL`` times its arrival windows plus one server start per
+    configuration."""
+    rows, ratios = [], []
+    for folder, runs in res.serving.items():
+        cost = sitting_cost(runs)
+        if cost is None or runs[0].simulated:
+            continue
+        starts = cost["server starts (s)"]
+        ratios.append(cost["vs arrivals and one start"])
+        rows.append({"study": folder, "runs": cost["runs"], "configurations": cost["configurations"],
+                     "server ready (s)": ", ".join(f"{s_:.0f}" for s_ in starts),
+                     "arrival windows (min)": f"{cost['arrivals (s)'] / 60:.1f}",
+                     "client overhead per run (s)": "{:.1f}-{:.1f}".format(*cost["client overhead (s)"]),
+                     "GPU time (min)": f"{cost['GPU time (s)'] / 60:.1f}",
+                     "/ (arrivals + one start)": f"{cost['vs arrivals and one start']:.2f}x",
+                     "/ (arrivals + a start per configuration)": f"{cost['vs allowance']:.2f}x"})
+    if not rows:
+        return []
+    frame = pd.DataFrame(rows)
+    return [heading("What a sitting costs", 3),
+            para("Each interleaved study (`python -m harness.study run PLAN`) serves every configuration from one "
+                 "server and runs `vllm bench serve` in its own process, so the client's imports and dataset are "
+                 "paid once; every run records the server's ready time and its own client overhead (set-up and "
+                 "drain beyond the arrival window). GPU time here is the server's start plus the written runs' "
+                 f"wall time. The goal is at most {SITTING_COST_GOAL:g}x the arrival windows plus one server start "
+                 f"per configuration; against a single start, the studies below took at most {max(ratios):.2f}x."),
+            table(frame)]

@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
-from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, Results, point_table,
-                             provenance_line, shown, sitting_text, span_text, strategy_label)
-from harness.rules import (MIN_RUNS_TO_SEPARATE, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS, attainment_rows,
-                           capacity_table, interval_text, is_sweep)
+from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL, PACE, THIRDS,
+                             Results, point_table, provenance_line, shown, sitting_text, span_text, strategy_label)
+from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS,
+                           STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
+                           steady_trend, third_change)
 from harness.report.text import lag_sentence, no_results
 
 
@@ -40,7 +41,7 @@ def slo_section(res: Results, sweeps: dict[str, Sweep], screen: tuple[pd.DataFra
     blocks += gpu_capacity_section(res, sweeps, screen[1])
     if not sweeps:
         blocks.append(no_results("SLO-sweep", "slo/", "bash slo_study.sh"))
-    return blocks + screen_section(res, *screen)
+    return blocks + screen_section(res, *screen) + wait_bound_screen_section(res)
 
 
 def attainment_grid(att: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -93,7 +94,7 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
     runs = res.serving[screen]
     return [heading("Simulated screen: where scheduling may pay -- a plan for GPU runs, not a result", 3),
             para(f"Each point replayed {att['run'].max()} times by `harness/sched_sim.py replay` (the H200 step "
-                 f"model of section 6b; one workload seed, {runs[0].config['seed']}; residual seeds 1-"
+                 f"model of section 6b; one workload seed, {runs[0].config.seed}; residual seeds 1-"
                  f"{att['run'].max()}), {len(runs)} replays in `results/{screen}/`. SLO capacity: the highest "
                  "rate with >= 90% of kept requests meeting the SLO, linear between grid rates, of the replays' "
                  "mean attainment ('>=' or '<': outside the grid); intervals: 95% percentile bootstrap, the "
@@ -112,11 +113,136 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
                      f"{', '.join(map(strategy_label, best[best <= 1.0].index)) or 'none'}. Identical replays "
                      f"(same attainment everywhere): {'; '.join(same) or 'none'}. D and E ran at their "
                      "default settings (the lab's pair); tuned to the tight pair they are not screened.",
-                     "Known error (section 6b): throughput within 5%, but TTFT near saturation off by up to 2x "
-                     "and the GPU's own runs of one load spread several-fold; API servers and client are not "
-                     "modelled. The intervals here cover only the replays' step-time residuals, not that error: "
+                     "Known error (section 6b gives it point by point): throughput off by more than 5% at some "
+                     "points, TTFT near saturation more, and the GPU's own runs of one load spread several-fold; "
+                     "API servers and client are not modelled. The intervals here cover only the replays' step-time residuals, not that error: "
                      "a capacity may move by a few req/s on the GPU, and only GPU runs (>= 3 per point) give "
                      "confidence intervals for it."])]
+
+
+def wait_bound_rows(res: Results, folder: str) -> pd.DataFrame:
+    """Per replay of the wait-bound screen: strategy, its wait bound (None: the default; 0: F without
+    one), rate, attainment under the lab's pair, the completed request rate, and the longest tenth
+    of prompts' attainment and first-token waits."""
+    rows = []
+    for run in res.serving[folder]:
+        attained, cfg = run.attainment(SCREEN_SLOS[0]), run.config
+        longest = attained.get("longest_decile") or {}
+        bound = cfg.strategy_settings.get("wait_bound_s")
+        rows.append({"strategy": cfg.strategy_variant, "bound": bound,
+                     "label": strategy_label(cfg.scheduler) + (f", W = {bound:g} s" if bound else ""),
+                     "rate": cfg.rate, "run": cfg.run, "attainment": attained["attainment"],
+                     "token attainment": attained.get("token_attainment"),
+                     "completed": run.completed_req_s, "pace": run.output_pace,
+                     "trend": steady_trend(attained.get("by_third")),
+                     "third change": np.nan if (change := third_change(attained.get("by_third"))) is None else change,
+                     "longest tenth": longest.get("attainment"),
+                     "longest P99 (s)": (longest.get("ttft_p99_ms") or np.nan) / 1000,
+                     "longest max (s)": (longest.get("ttft_max_ms") or np.nan) / 1000})
+    frame = pd.DataFrame(rows)
+    return frame.sort_values(["bound", "rate", "run"], na_position="first", kind="stable")
+
+
+def wait_bound_screen_section(res: Results) -> list[Block]:
+    """F with and without a bound on any request's wait, against the default, replayed in steady
+    state: what the bound gives the longest prompts and costs in attainment. A plan for GPU runs."""
+    folder = res.one_with_role("wait-bound-screen")
+    if folder is None:
+        return []
+    rows = wait_bound_rows(res, folder)
+    per = rows.groupby(["label", "rate"], sort=False).agg(
+        bound=("bound", "first"), attainment=("attainment", lambda a: f"{a.mean():.0%} ({span_text(a * 100, 0)})"),
+        tokens=("token attainment", "mean"), completed=("completed", "mean"), pace=("pace", "median"),
+        longest=("longest tenth", "mean"),
+        p99=("longest P99 (s)", "max"), worst=("longest max (s)", "max"), runs=("run", "count"),
+        change=("third change", points_span), trends=("trend", trend_count)).reset_index()
+    per["overload"] = per["pace"].map(overloaded)
+    shown_rows = pd.DataFrame({
+        "strategy": per["label"], "offered (req/s)": per["rate"].map("{:g}".format),
+        "completed (req/s)": per["completed"].map("{:.1f}".format),
+        "output pace": per["pace"].map("{:.3f}".format) + np.where(per["overload"], " (overload)", ""),
+        "attainment (range, %)": per["attainment"],
+        "last third - middle (points)": per["change"] + " " + per["trends"],
+        "token attainment": per["tokens"].map("{:.0%}".format),
+        "longest tenth: attainment": per["longest"].map("{:.0%}".format),
+        "longest tenth: TTFT P99 (s)": per["p99"].map("{:.1f}".format),
+        "longest tenth: TTFT max (s)": per["worst"].map("{:.1f}".format), "runs": per["runs"]})
+    if rows["trend"].isna().all():  # replays written before the thirds were stored
+        shown_rows = shown_rows.drop(columns="last third - middle (points)")
+    over = sorted(set(per.loc[per["overload"], "rate"]))
+    default = per[per["bound"].isna()].set_index("rate")
+    unbounded, bounded = per[per["bound"] == 0], per[per["bound"] > 0]
+
+    def waits(rate: float) -> str:
+        at = bounded[bounded["rate"] == rate]
+        return ", ".join(f"W = {b:g} s: {w:.1f} s" for b, w in zip(at["bound"], at["worst"]))
+
+    ratio = "; ".join(f"W = {b:g} s: " + ", ".join(f"{r['p99'] / default.loc[r['rate'], 'p99']:.1f}x at {r['rate']:g}"
+                                                    for _, r in g.iterrows() if r["rate"] in over)
+                      for b, g in bounded.groupby("bound"))
+    facts = [f"The engine completes at most {per['completed'].max():.1f} req/s whatever is offered; "
+             + (f"at {', '.join(f'{r:g}' for r in over)} req/s it emits less output over the arrival window than "
+                f"the arrivals ask for (output pace below {1 - OVERLOAD_SHORTFALL:.2f}: overload): the queue grows "
+                "for the whole run, and no order serves everyone." if over else "every point keeps up.")]
+    if over and not unbounded.empty and not bounded.empty:
+        facts += [f"F without a bound keeps its attainment in overload by starving the longest prompts: their first "
+                  f"token waited up to {unbounded['worst'].max():.1f} s, against {default['worst'].max():.1f} s "
+                  f"under the default. At {over[0]:g} req/s a bound W holds the longest first-token wait near W "
+                  f"({waits(over[0])})"
+                  + (f"; at {over[-1]:g} req/s the overdue requests alone outrun the engine and every bound is "
+                     f"passed ({waits(over[-1])})" if len(over) > 1 else "")
+                  + ". The smaller W, the more attainment goes back to the default's.",
+                  f"Longest tenth's TTFT P99 against the default's at the same rate, in overload: {ratio}."]
+    facts += [steady_fact(rows.assign(overload=rows["pace"].map(overloaded)))] if rows["trend"].notna().any() else []
+    runs = res.serving[folder]
+    return [heading("Simulated screen: a bound on F's wait, in steady state -- a plan for GPU runs, not a result", 3),
+            para(f"{len(runs)} replays in `results/{folder}/` (`experiments/screen.py --grid wait-bound`; the step "
+                 f"model of section 6b): {runs[0].config.num_prompts} requests each of the bursty heavy-tailed load, "
+                 "each run its own arrival seed and workload draw, under the lab's pair. Strategy F admits the "
+                 "requests that can still meet the TTFT target first and the late ones after; with a wait bound W "
+                 "(`wait_bound_s`) a request that has waited W goes ahead of all, oldest first. The GPU study "
+                 "`experiments/slo_heavy_steady.json` measures the default against F with a bound, below and at "
+                 "the engine's pace; the screen's pace is the fitted host's."),
+            table(shown_rows), bullets(facts)]
+
+
+def points_span(shares: pd.Series) -> str:
+    """Changes in attainment as signed percentage points, '-12 to -2' ('+0' where none); 'n/a'
+    when none was recorded."""
+    values = sorted({int(round(v * 100)) for v in shares.dropna()})
+    if not values:
+        return "n/a"
+    low, high = (f"{v:+d}" for v in (values[0], values[-1]))
+    return low if low == high else f"{low} to {high}"
+
+
+def trend_count(trends: pd.Series) -> str:
+    """How many of a point's runs had not settled, e.g. "(2 of 3 falling)"; "" when all had."""
+    moving = trends[trends.isin(["falling", "rising"])]
+    return ", ".join(f"({n} of {len(trends)} {t})" for t, n in moving.value_counts().items())
+
+
+def run_trends(rows: pd.DataFrame) -> pd.Series:
+    """Each results row's ``rules.steady_trend`` from its attainment by third of arrivals."""
+    return pd.Series([steady_trend(list(t)) for t in rows[list(THIRDS)].itertuples(index=False)], index=rows.index)
+
+
+def steady_fact(rows: pd.DataFrame) -> str:
+    """Which points reached steady state: every run's engine kept pace with its arrivals (not
+    ``overloaded``) and its last third of arrivals met the SLO as often as its middle third (within
+    ``STEADY_DRIFT``). A point where the queue grew all along can read "settled" at 0%: it counts
+    as overload. ``rows``: one per run, with "label", "rate" (a number), "trend" and "overload"."""
+    known = rows[rows["trend"].notna()]
+    points = known.groupby(["label", "rate"], sort=False).agg(
+        settled=("trend", lambda t: (t == "settled").all()), overload=("overload", "any"))
+    steady = points["settled"] & ~points["overload"]
+    why = [f"{label} at {rate:g} req/s ({'overload' if r['overload'] else 'attainment still moving'})"
+           for (label, rate), r in points[~steady].iterrows()]
+    return (f"Steady state (in every run the engine kept pace with the arrivals, output pace at least "
+            f"{1 - OVERLOAD_SHORTFALL:.2f}, and the last third of arrivals met the SLO "
+            f"within {STEADY_DRIFT * 100:.0f} points as often as its middle third): {int(steady.sum())} of "
+            f"{len(points)} points. " + (f"Not steady: {'; '.join(why)}. The attainment of such a run depends on "
+                                         "its length: a longer run reads lower where the queue grows." if why else ""))
 
 
 def sweep_gaps(rows: pd.DataFrame) -> list[str]:
@@ -249,15 +375,22 @@ TAIL = ("attainment", "token attainment", "longest decile attainment", "longest 
 
 
 def tail_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy and rate, over the runs (their range): attainment under the run's SLO beside its
-    token-weighted form and the longest tenth of prompts' attainment and TTFT P99 and maximum, so
-    that a strategy which wins attainment by making long prompts wait shows it."""
+    """Per strategy and rate, over the runs (their range): the completed request rate and the output
+    pace (overloaded runs counted), attainment under the run's SLO beside its token-weighted form and the longest
+    tenth of prompts' attainment and TTFT P99 and maximum, so that a strategy which wins attainment
+    by making long prompts wait shows it, and how attainment moved from the middle to the last
+    third of the arrivals (the steady-state check; n/a for files that predate it)."""
     out = []
     for (name, rate), g in rows.groupby(["strategy", "rate"], sort=False):
         cells = {c: span_text(g[c] * 100, 0) + "%" if "attainment" in c else span_text(g[c] / 1000, 1)
                  for c in TAIL}
+        change = [np.nan if (c := third_change(list(t))) is None else c for t in g[list(THIRDS)].itertuples(index=False)]
+        over = int(g[PACE].map(overloaded).sum())
         out.append({"strategy": strategy_label(name), "rate": rate,
-                    **{c.replace(" (ms)", " (s)"): v for c, v in cells.items()}})
+                    COMPLETED: span_text(g[COMPLETED], 1),
+                    PACE: span_text(g[PACE], 2) + (f" ({over} of {len(g)} overloaded)" if over else ""),
+                    **{c.replace(" (ms)", " (s)"): v for c, v in cells.items()},
+                    "last third - middle (points)": points_span(pd.Series(change))})
     return pd.DataFrame(out).sort_values(["strategy", "rate"], key=lambda c: c.map(
         lambda v: float(v) if c.name == "rate" else v), kind="stable")
 
@@ -283,6 +416,27 @@ def tail_fact(rows: pd.DataFrame) -> str | None:
     return ("The tail (table below, every run): " + "; ".join(facts) + ".") if facts else None
 
 
+def transient_note(rows: pd.DataFrame) -> str | None:
+    """Where every run of a sweep was overloaded: its attainments are those of a burst whose queue
+    was still growing when the arrivals stopped, not of steady state; None otherwise."""
+    if rows.empty or not rows[PACE].map(overloaded).all():
+        return None
+    arrivals = rows["prompts"] / rows["rate"].astype(float)
+    return (f"Every run of this sweep was overloaded (output pace {span_text(rows[PACE], 2)}; "
+            f"{span_text(arrivals, 0)} s of arrivals a run): these are a transient's attainments, and the "
+            "capacity read from them is not a steady-state one.")
+
+
+def gpu_steady_fact(rows: pd.DataFrame) -> str | None:
+    """The steady-state check over a GPU sweep's runs; None for runs that predate it."""
+    trends = run_trends(rows)
+    if trends.isna().all():
+        return None
+    rates = rows["rate"].astype(float)
+    return steady_fact(pd.DataFrame({"label": rows["strategy"].map(strategy_label), "rate": rates, "trend": trends,
+                                     "overload": rows[PACE].map(overloaded)}))
+
+
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
     """SLO sweeps measured on the GPU: attainment per rate, capacity per strategy with
     bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
@@ -292,7 +446,8 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps
         workloads = sorted(set(rows["workload"]))
         wide = attainment_grid(att, ["slo", "strategy"])
-        facts = ([capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
+        facts = ([t for t in [transient_note(rows)] if t]
+                 + [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
                  + [price_fact(rows, caps)] if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
@@ -312,7 +467,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                    table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), place="appendix"),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),
                    image(res.folder, f"{folder}_pareto.png", "P99 TTFT against P99 ITL, one point per strategy and rate"),
-                   bullets(facts + [t for t in [tail_fact(rows)] if t]),
+                   bullets(facts + [t for t in [tail_fact(rows), gpu_steady_fact(rows)] if t]),
                    table(tail_table(rows))]
     if blocks:
         blocks.insert(0, heading("GPU runs: SLO capacity with intervals", 3))

@@ -6,18 +6,20 @@ set its pace; the handout's own runs, the runtime budget against the flag, and s
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, ENGINE_CORES, GPU_UTIL, METRICS, PREFILL_CHUNK,
-                             THROUGHPUT, Results, Run, budget_in_force, load_label, provenance_line, shown,
+                             THROUGHPUT, Results, Run, load_label, provenance_line, shown,
                              sitting_text, sort_key, span_text, task2_table)
 from harness.rules import (CHAT_ITL_TOLERANCE, MIN_RUNS_TO_SEPARATE, SATURATED_CORE, SATURATED_GPU,
                            SATURATION_TOLERANCE, SLOW_REQUEST_S, below_pairs, capacity_runs, chat_budget, kept_up,
                            saturation_budget, separated, slow_requests, spearman, spread_pct, theory_pairs,
                            trend_verdict)
+from harness.run_config import cli_flags
 from harness.report.text import lag_sentence, no_results, tok_s
 
 
@@ -261,8 +263,8 @@ def handout_order_fact(part: pd.DataFrame, rows: pd.DataFrame, handout_folder: s
 def slow_request_rows(runs: list[Run], limit_s: float = SLOW_REQUEST_S) -> pd.DataFrame:
     """Per run: its setting, load and budget, how many requests it sent, and how many of them
     succeeded slower than ``limit_s`` end to end (``slow_requests``)."""
-    return pd.DataFrame([{"setting": r.setting, "rate": r.config["rate"], "run": r.config["run"],
-                          BUDGET: budget_in_force(r.config),
+    return pd.DataFrame([{"setting": r.setting, "rate": r.config.rate_label, "run": r.config.run,
+                          BUDGET: r.config.budget_in_force,
                           "requests": len(r.detail["ttfts"]), "slow": slow_requests(r, limit_s)} for r in runs])
 
 
@@ -296,9 +298,8 @@ def task2_section(res: Results) -> list[Block]:
     cfg = res.runs("task2")[0].config
     present = sorted(rows[BUDGET].unique())
     missing = [b for b in HANDOUT_BUDGETS if b not in present]
-    other_flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in cfg["server_params"].items()
-                           if k != "max_num_batched_tokens")
-    blocks.append(para(f"Workload {cfg.get('workload')}, bench flags `{cfg.get('bench_args')}`, "
+    other_flags = shlex.join(cli_flags({k: v for k, v in cfg.server_params.items() if k != "max_num_batched_tokens"}))
+    blocks.append(para(f"Workload {cfg.workload}, bench flags `{shlex.join(cli_flags(cfg.bench_params))}`, "
                        f"other server flags `{other_flags}`; budgets "
                        f"{', '.join(map(str, present))}"
                        + (f" (missing from the handout's grid: {', '.join(map(str, missing))})" if missing else "")
@@ -317,5 +318,5 @@ def task2_section(res: Results) -> list[Block]:
 
 def slow_note(res: Results) -> str:
     """Where ``SLOW_REQUEST_S`` comes from, where the results show it: Task 3's timeout."""
-    limits = {r.config.get("timeout_s") for r in res.runs("task3")}
+    limits = {r.config.timeout_s for r in res.runs("task3")}
     return "; the timeout of Task 3's runs" if limits == {SLOW_REQUEST_S} else ""

@@ -5,6 +5,8 @@ folders that measure SLO capacity are left to section 6 (``harness/report/slo.py
 
 from __future__ import annotations
 
+import shlex
+
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
@@ -12,6 +14,7 @@ from harness.results import (BUDGET, PREFILL_CHUNK, THROUGHPUT, Results, load_la
                              provenance_line, shown, sitting_text, span_text, strategy_label, ttft_by_prompt_length)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, against_default, kept_up, ratio, round_ratios, separated, separating,
                            spread_factor)
+from harness.run_config import cli_flags
 from harness.report.slo import capacity_folders
 from harness.report.text import factor, lag_sentence, no_results, unit_less
 
@@ -181,8 +184,8 @@ def task3_section(res: Results) -> list[Block]:
     cfg = res.runs("task3")[0].config
     motivation = [STRATEGY_MOTIVATION[n] for n in sorted(set(rows["strategy"])) if n in STRATEGY_MOTIVATION]
     blocks += [bullets(motivation),
-               para(f"Server flags `{cfg.get('server_args', '').strip()}`; a request slower than "
-                    f"{cfg.get('timeout_s')} s end to end is a timeout, failures count as +inf "
+               para(f"Server flags `{shlex.join(cli_flags(cfg.server_params))}`; a request slower than "
+                    f"{cfg.timeout_s} s end to end is a timeout, failures count as +inf "
                     f"latency; mixed and fallback steps from the engine-side recorder (our "
                     f"strategies only); each point's table is in `tables.md`. "
                     f"{provenance_line([r.meta for r in res.runs('task3')])}.")]
