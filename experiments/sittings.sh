@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The project's GPU work as sittings: each fits one 30-minute lease and holds every configuration
-# it compares. The front-end study and Tasks 2 and 3 in the setting whose front end kept up
-# (issue #14), and the GPU-bound regime of the SLO study and the simulator (issues #16, #17).
+# The project's GPU work as sittings: each fits one 30-minute GPU session and holds every
+# configuration it compares. The front-end study and Tasks 2 and 3 in the setting whose front end
+# kept up, and the GPU-bound regime of the SLO study and the simulator.
 #
 #   bash experiments/sittings.sh SITTING [--dry-run] [--results DIR]   # SITTING: see `sittings` below
 #   bash experiments/sittings.sh --list                                # the sittings and their state
@@ -14,7 +14,7 @@
 # Machines of one kind differ by up to 2x, so what is compared runs in one sitting (each
 # result file records the machine's boot id, `meta.machine_boot_id`): a sitting re-runs a point
 # already measured in another sitting into its own folder rather than mixing the two.
-# Done runs are skipped, so a sitting cut short resumes on the next lease; a resumed sitting is
+# Done runs are skipped, so a sitting cut short resumes in the next GPU session; a resumed sitting is
 # then two sittings, which the report says (`one sitting` / `2 sittings` beside each comparison).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,7 +48,7 @@ task2() {
 
 task3() {
   # task3 STRATEGY FOLDER ARGS...: Task 3 with API API servers into results/FOLDER. Our strategies
-  # also log every engine step (LAB3_STEP_LOG), the replay simulator's calibration data (issue #17);
+  # also log every engine step (LAB3_STEP_LOG), the replay simulator's calibration data;
   # vLLM's own scheduler cannot, so its runs stay held out for the simulator's validation.
   local strategy="$1" folder="$2"
   shift 2

@@ -87,7 +87,7 @@ def gpu_info() -> dict[str, Any]:
 
 
 def machine_boot_id() -> str | None:
-    """This boot of this machine (Linux's random boot id). Every GPU lease starts a fresh machine,
+    """This boot of this machine (Linux's random boot id). Every GPU session starts a fresh machine,
     so runs that share it ran in one sitting, the only runs that may be compared with each other
     (machines of one kind differ by up to 2x)."""
     try:

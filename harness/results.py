@@ -236,6 +236,18 @@ def load_runs(folder: Path) -> list[Run]:
     return [run for run in map(Run.read, paths) if run is not None]
 
 
+def capacity_tok_s(folder: Path, budget: int, machine_boot_id: str | None = None) -> float | None:
+    """The engine's capacity measured in ``folder``: the median rate-inf output throughput (tok/s)
+    of vLLM's own policy at token budget ``budget`` sent by one client (the runs found by their
+    ``config``); with ``machine_boot_id``, of the runs on that machine only (machines of one kind
+    differ). None when there is no such run."""
+    tputs = [run.summary["output_throughput_tok_s"] for run in load_runs(folder)
+             if run.config.rate is None and run.config.budget_in_force == budget and run.config.client_processes == 1
+             and run.config.scheduler in ("default", "kv-recorder")
+             and machine_boot_id in (None, run.meta.get("machine_boot_id"))]
+    return float(np.median(tputs)) if tputs else None
+
+
 def client_start_spread_s(run: Run) -> float | None:
     """How far apart the client processes of a run sent their first requests, in seconds (None
     for one client). Without a start gate (runs before ``client_gate`` was recorded) each process

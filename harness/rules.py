@@ -36,6 +36,7 @@ REPLAY_METRICS = (*METRICS, THROUGHPUT)
 REPLAY_GOAL = {"P50": 0.25, "P99": 0.40, "Throughput": 0.05}
 GOAL_LOAD_SHARE = 0.8
 RANKING_GOAL = 0.9
+CAPACITY_ATTAINMENT = 0.9  # SLO capacity: the rate where the share meeting the SLO first falls below this
 SLOW_REQUEST_S = 30.0  # end to end: Task 3's per-request timeout (its runs' timeout_s), applied to any run
 Comparison = tuple[tuple[str, str, str], str, pd.DataFrame, pd.DataFrame]
 
@@ -214,15 +215,19 @@ def round_ratios(own: pd.DataFrame, base: pd.DataFrame, column: str) -> pd.Serie
     return a[both] / b[both]
 
 
-def slo_capacity(rates: pd.Series, attained: pd.Series, level: float = 0.9) -> float:
-    """Highest rate with attainment >= ``level``, linear between the grid rates around the last
-    crossing; the top rate where all meet it (a lower bound), NaN where none does."""
+def slo_capacity(rates: pd.Series, attained: pd.Series, level: float = CAPACITY_ATTAINMENT) -> float:
+    """The first crossing: where attainment first falls below ``level`` as the rate rises, linear
+    between the two grid rates that bracket it. A rise again at a higher rate (run-to-run noise in
+    overload) does not move it. The top rate where none falls below (a lower bound), NaN where the
+    lowest rate already does (an upper bound: below the grid)."""
     r, a = np.asarray(rates, float), np.asarray(attained, float)
-    ok = np.flatnonzero(a >= level)
-    if not len(ok) or ok[-1] == len(r) - 1:
-        return r[-1] if len(ok) else float("nan")
-    i = ok[-1]
-    return r[i] + (a[i] - level) / (a[i] - a[i + 1]) * (r[i + 1] - r[i])
+    below = np.flatnonzero(a < level)
+    if not len(below):
+        return r[-1]
+    j = below[0]
+    if j == 0:
+        return float("nan")
+    return r[j - 1] + (a[j - 1] - level) / (a[j - 1] - a[j]) * (r[j] - r[j - 1])
 
 
 def boot_capacities(g: pd.DataFrame, draws: int, rng: np.random.Generator) -> np.ndarray:

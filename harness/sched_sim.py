@@ -11,7 +11,7 @@ Run as a script it is the scheduler overhead benchmark:
 
 prints the CPU time of one ``schedule()`` call for each strategy against vLLM's stock
 ``AsyncScheduler``, with the given numbers of waiting and running requests; and the replay
-simulator (issue #17):
+simulator:
 
     python harness/sched_sim.py replay --strategy prefill-first --rate 40 --num-prompts 1000 \
         --step-model STEP_MODEL.json --out results/sim/prefill-first_rate-40.json

@@ -62,7 +62,7 @@ from harness import workloads  # noqa: E402
 from harness.step_model import STEP_LOG_FILE  # noqa: E402
 from harness.study_file import STUDY_FILE  # noqa: E402
 from harness.study_plan import (PlannedRun, StudyPlan, class_in_force, note_host,  # noqa: E402
-                                open_study)
+                                open_study, resolve_rate)
 
 EXPECTED_OVERHEAD_S = 15.0  # a run's wall time beyond its arrival window (measured 8-14 s), planned for by --until-s
 RATE_INF_RUN_S = 120.0  # what --until-s plans for a rate-inf run (no arrival window to go by)
@@ -413,6 +413,13 @@ def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
     try:
         plan = StudyPlan.read(ns.plan)
+        try:
+            plan = resolve_rate(plan, ns.results)
+        except HarnessError as err:
+            if not ns.dry_run:
+                raise
+            say(f"study {plan.name}: {err}. Its arms: " + "; ".join(arm.tag for arm in plan.arms))
+            return 0
         return run_study(plan, ns.results / plan.results_folder, ns.until_s, ns.keep_server, ns.dry_run,
                          ns.max_runs)
     except HarnessError as err:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,18 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
+class RateFrom:
+    """A rate that depends on the machine: ``share`` x the capacity that another study measured in
+    ``results_folder`` on the machine running this one (vLLM's policy at ``token_budget``, rate
+    inf; ``results.capacity_tok_s``), in requests/s of the load's output length. Resolved when the
+    study runs (``resolve_rate``), so a near-saturation rate comes from the same sitting."""
+
+    results_folder: str
+    token_budget: int
+    share: float
+
+
+@dataclass(frozen=True)
 class LoadSpec:
     """``vllm bench serve``'s load and arrivals; ``rate`` None means all at once (inf).
 
@@ -81,6 +93,14 @@ class LoadSpec:
     dataset: str = "random"
     range_ratio: float = 0.0  # input lengths uniform in [1-R, 1+R] x input_len
     burstiness: float = 1.0  # 1: Poisson arrivals
+    rate_from: RateFrom | None = None  # the rate, from a capacity measured on this machine
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rate_from, dict):
+            names = {f.name for f in fields(RateFrom)}
+            if set(self.rate_from) != names:
+                raise ValueError(f"load.rate_from: expected the keys {sorted(names)}, got {sorted(self.rate_from)}")
+            object.__setattr__(self, "rate_from", RateFrom(**self.rate_from))
 
     @property
     def workload(self) -> str:
@@ -100,6 +120,9 @@ class LoadSpec:
                              "range_ratio")
         if self.dataset not in ("random", "heavy"):
             raise ValueError(f"load.dataset {self.dataset!r}: random or heavy")
+        if self.rate_from is not None and (self.dataset != "random" or not 0 < self.rate_from.share <= 1):
+            raise ValueError("load.rate_from: a random dataset (its output length converts the capacity to "
+                             "requests/s) and a share in (0, 1]")
 
     def params(self) -> dict[str, Any]:
         """The ``vllm bench serve`` flags that shape the load, by name (``bench_params``); a heavy
@@ -256,6 +279,9 @@ class StudyPlan:
                 arms = list(self.arms)
                 random.Random(self.seed * 1000 + r).shuffle(arms)
                 rounds.append(arms)
+        if self.load.rate_from is not None and self.load.rate is None:
+            raise HarnessError("load.rate_from is not resolved yet (resolve_rate): the order's rates and file "
+                               "names depend on it")
         runs, index = [], 0
         for r, arms in enumerate(rounds, 1):
             for arm in arms:
@@ -263,6 +289,24 @@ class StudyPlan:
                 runs.append(PlannedRun(index, r, arm, r, self.seed + index,
                                        self.load.rate if arm.rate is None else arm.rate))
         return runs
+
+
+def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
+    """The plan with its load's rate taken from ``load.rate_from`` on this machine; the plan as it is
+    without one, or once resolved (a study file holds the rate its runs used). Fails when the folder
+    holds no capacity run from this machine: that study runs first, in the same sitting."""
+    source, load = plan.load.rate_from, plan.load
+    if source is None or load.rate is not None:
+        return plan
+    from harness.results import capacity_tok_s  # pandas: only where a plan needs it
+
+    folder = results / source.results_folder
+    capacity = capacity_tok_s(folder, source.token_budget, machine_boot_id())
+    if capacity is None or load.output_len is None:
+        raise HarnessError(f"load.rate_from: {folder} holds no capacity run from this machine (vLLM's policy, "
+                           f"budget {source.token_budget}, rate inf, one client); run the study that measures it "
+                           "first, on this machine")
+    return replace(plan, load=replace(load, rate=round(source.share * capacity / load.output_len, 1)))
 
 
 # ---- The results folder -------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -319,15 +318,12 @@ def note_study(task: str, folder: Path) -> None:
 
 
 def capacity_rate(folder: Path, budget: int, fraction: float, output_len: int) -> float | None:
-    """``fraction`` x the median rate-inf output throughput of vLLM's own policy at token budget
-    ``budget`` with one client, over the runs in ``folder`` (read from their ``config``), in
-    requests/s of ``output_len`` tokens; None when there is no such run."""
-    from harness.results import load_runs
+    """``fraction`` x the capacity measured in ``folder`` (``results.capacity_tok_s``), in
+    requests/s of ``output_len`` tokens; None when it holds no capacity run."""
+    from harness.results import capacity_tok_s
 
-    tputs = [run.summary["output_throughput_tok_s"] for run in load_runs(folder)
-             if run.config.rate is None and run.config.budget_in_force == budget and run.config.client_processes == 1
-             and run.config.scheduler in ("default", "kv-recorder")]
-    return fraction * statistics.median(tputs) / output_len if tputs else None
+    capacity = capacity_tok_s(folder, budget)
+    return None if capacity is None else fraction * capacity / output_len
 
 
 # ---- Task 2 ----------------------------------------------------------------------------------

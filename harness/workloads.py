@@ -1,4 +1,4 @@
-"""A heavy-tailed workload for ``vllm bench serve --dataset-name custom`` (issue #16).
+"""A heavy-tailed workload for ``vllm bench serve --dataset-name custom``.
 
 vLLM's random dataset draws lengths uniformly around a mean; real traffic is skewed: most prompts
 are short and a few are very long, and so are the answers. A long prompt at the head of the queue

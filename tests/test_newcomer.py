@@ -1,4 +1,4 @@
-"""What a new user meets first (issue #15): help, clear errors, set-up scripts, the offline kit.
+"""What a new user meets first: help, clear errors, set-up scripts, the offline kit.
 
 Everything here runs the real scripts in subprocesses, on a CPU, in seconds: no install and no
 server is started (run_tests.sh in its dry run, run_lab.sh only where it must stop first).

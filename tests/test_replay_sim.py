@@ -1,4 +1,4 @@
-"""The replay simulator (issue #17): step logs, the step-time fit, and replays through the real
+"""The replay simulator: step logs, the step-time fit, and replays through the real
 vLLM 0.26 scheduler on a virtual clock. Step times here come from coefficients made up for the
 test, never from a measurement."""
 

@@ -424,7 +424,7 @@ def test_gpu_slo_capacity_recomputed_from_the_committed_runs():
     """F's SLO capacity on the heavy-tailed load, lab's pair: the mean attainment per rate straight
     from each file's per-request arrays (TTFT, and mean TPOT as the ITL sum over output tokens - 1,
     of the requests after the first 10% by start time), linear between
-    the last rate meeting 90% and the next; the default meets it at no rate, so the ratio is a
+    the last rate meeting 90% before the first that does not, and that one; the default meets it at no rate, so the ratio is a
     lower bound against its lowest rate."""
     per_rate: dict[tuple[str, float], list[float]] = {}
     for run in layer.load_runs(RESULTS / HEAVY):

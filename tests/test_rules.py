@@ -50,8 +50,9 @@ def test_rate_inf_throughput_measures_the_engine_only_where_no_api_server_is_sat
     ([1.0, 0.95, 0.85, 0.5], 45.0),  # 0.95 at 40, 0.85 at 50: 0.9 crossed halfway
     ([1.0, 0.95, 0.92, 0.91], 60.0),  # met at the grid's top rate: the top rate, a lower bound
     ([0.8, 0.7, 0.6, 0.5], math.nan),  # met nowhere
+    ([1.0, 0.8, 0.95, 0.85], 35.0),  # the first fall below 0.9 counts, not the rise again at 50
 ])
-def test_slo_capacity_interpolates_the_last_crossing(attained, expected):
+def test_slo_capacity_interpolates_the_first_crossing(attained, expected):
     got = rules.slo_capacity(pd.Series([30.0, 40.0, 50.0, 60.0]), pd.Series(attained))
     assert (math.isnan(got) and math.isnan(expected)) or got == pytest.approx(expected)
 

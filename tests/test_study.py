@@ -45,6 +45,9 @@ def test_every_committed_plan_reads_as_written():
     ({"arms": [{"token_budget": 512, "rate": 0}]}, "arm rate 0: a number > 0"),
     ({"arms": [{"token_budget": 512, "strategy": "fastest"}]}, "unknown scheduler 'fastest'"),
     ({"load__rate": 0}, "load.rate 0"),
+    ({"load__rate_from": {"results_folder": "task2_api-4_inf", "token_budget": 2048}}, "load.rate_from: expected the keys"),
+    ({"load__rate_from": {"results_folder": "task2_api-4_inf", "token_budget": 2048, "share": 1.5}},
+     "a share in (0, 1]"),
     ({"speed": 1}, "plan: "),
 ])
 def test_a_bad_plan_fails_before_a_server_starts_and_says_where(changes, words):
@@ -158,3 +161,46 @@ def test_a_results_folder_keeps_its_study_and_grows_only_by_runs(tmp_path):
     assert len(study_plan.open_study(plan(runs_per_arm=4), folder)["order"]) == 20
     with pytest.raises(HarnessError, match="holds another study"):
         study_plan.open_study(plan(seed=99), folder)
+
+
+def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine(tmp_path):
+    """``load.rate_from``: 0.9 x the median rate-inf output throughput of vLLM's policy at budget
+    2048 with one client, over 256 output tokens, from the capacity runs of this machine only.
+    The committed runs came from another machine, so they are refused until they are this one's."""
+    from harness.provenance import machine_boot_id
+
+    near = plan(load__rate=None, load__rate_from={"results_folder": "cap", "token_budget": 2048, "share": 0.9})
+    with pytest.raises(HarnessError, match="not resolved yet"):
+        near.order()
+    (tmp_path / "cap").mkdir()
+    with pytest.raises(HarnessError, match="holds no capacity run from this machine"):
+        study_plan.resolve_rate(near, tmp_path)
+    tputs = []
+    for path in sorted((ROOT / "results" / "task2_api-4").glob("mnbt-2048_rate-inf_run-*.json")):
+        run = json.loads(path.read_text())
+        (tmp_path / "cap" / path.name).write_text(json.dumps(run))
+        if run["config"].get("client_processes", 1) == 1:
+            tputs.append(run["summary"]["output_throughput_tok_s"])
+    assert len(tputs) >= 3
+    with pytest.raises(HarnessError, match="from this machine"):
+        study_plan.resolve_rate(near, tmp_path)
+    for path in (tmp_path / "cap").glob("*.json"):
+        run = json.loads(path.read_text())
+        run["meta"]["machine_boot_id"] = machine_boot_id()
+        path.write_text(json.dumps(run))
+    resolved = study_plan.resolve_rate(near, tmp_path)
+    want = round(0.9 * sorted(tputs)[len(tputs) // 2] / 256, 1)
+    assert resolved.load.rate == want and resolved.load.rate_from == near.load.rate_from
+    assert {r.rate for r in resolved.order()} == {want} and f"rate-{want:g}_" in resolved.order()[0].file_name
+    assert study_plan.resolve_rate(resolved, tmp_path) is resolved  # a study file's plan keeps its rate
+    again = study_plan.StudyPlan.from_dict(resolved.to_dict())  # as study.json holds it
+    assert again == resolved
+
+
+def test_a_dry_run_of_an_unresolved_rate_says_what_it_waits_for(tmp_path, capfd):
+    plan_path = ROOT / "experiments" / "task2_near_saturation.json"
+    assert study.main(["run", str(plan_path), "--results", str(tmp_path), "--dry-run"]) == 0
+    out = capfd.readouterr().out
+    assert "holds no capacity run from this machine" in out and "mnbt-8192" in out
+    assert study.main(["run", str(plan_path), "--results", str(tmp_path)]) == 1
+    assert not (tmp_path / study_plan.StudyPlan.read(plan_path).results_folder).exists()

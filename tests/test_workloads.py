@@ -1,4 +1,4 @@
-"""The heavy-tailed workload (issue #16): its lengths, the JSONL that `vllm bench serve` reads
+"""The heavy-tailed workload: its lengths, the JSONL that `vllm bench serve` reads
 back through vLLM's own dataset code, the replay simulator on the same file, and the Task 3
 sweep's flags for it."""
 
