@@ -285,7 +285,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         budget = cfg.budget_in_force
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
-            "sitting": run.meta.get("machine_boot_id"),
+            "sitting": run.meta.get("machine_boot_id"), "gpu": (run.meta.get("gpu") or {}).get("name"),
             **dict(zip(("api servers", "clients"), run.served_by)),
             "strategy": cfg.strategy_variant,
             "workload": cfg.workload, "rate": cfg.rate_label, "run": cfg.run, "prompts": cfg.num_prompts,
@@ -359,6 +359,11 @@ def span_text(values: pd.Series, digits: int = 3) -> str:
         return "n/a"
     low, high = f"{values.min():.{digits}f}", f"{values.max():.{digits}f}"
     return low if low == high else f"{low}-{high}"
+
+
+def gpu_text(gpus: pd.Series) -> str:
+    """The GPU(s) that ran these runs, as their provenance names them."""
+    return " / ".join(sorted(set(gpus.dropna()))) or "GPU not recorded"
 
 
 def sitting_text(sittings: pd.Series) -> str:

@@ -125,17 +125,25 @@ def steady_trend(by_third: list[float | None] | None) -> str | None:
 SITTING_COST_GOAL = 1.3  # a sitting's GPU time: at most this times its arrival windows plus a start per configuration
 
 
+def measured_window_s(run: Run) -> float:
+    """The part of a run that measures the load: its arrival window, and at rate inf, where every
+    request is sent at once (a window of about 0 s), the drain too (first request sent to last token)."""
+    window = run.timing["arrival_window_s"]
+    return window + (run.timing.get("drain_s") or 0.0) if run.config.rate_label == "inf" else window
+
+
 def sitting_cost(runs: list[Run]) -> dict[str, Any] | None:
     """Where a study's GPU time went, from its runs' ``timing`` blocks: server starts (each distinct
     start once: machine boot and ready time), the runs' arrival windows, and the rest of each run
     (client set-up, drain). The goal's allowance is the arrival windows plus one start per
-    configuration (arm) the study compares. None for runs that predate the timing block."""
+    configuration (arm) the study compares (``measured_window_s``: at rate inf, the drain stands in
+    for the window). None for runs that predate the timing block."""
     timed = [r for r in runs if r.timing]
     if not timed:
         return None
     starts = list({(r.meta.get("machine_boot_id"), r.timing["server_ready_s"]): r.timing["server_ready_s"]
                    for r in timed}.values())
-    arrivals = sum(r.timing["arrival_window_s"] for r in timed)
+    arrivals = sum(measured_window_s(r) for r in timed)
     gpu = sum(starts) + sum(r.timing["run_wall_s"] for r in timed)
     arms = len({(r.config.budget_in_force, r.config.strategy_variant, r.config.rate_label) for r in timed})
     overhead = [r.timing["client_overhead_s"] for r in timed]
@@ -312,11 +320,13 @@ def replay_validation(res: Results) -> pd.DataFrame:
         real = pd.concat(real)
         real = kept_up(real[real["clients"] == 1])
         real_rows.append(real)
-        keys = ["strategy", "workload", "rate"]
-        for (strategy, workload, rate), sim in res.folder_rows(name).groupby(keys, sort=False):
-            match = real[(real["strategy"] == strategy) & (real["workload"] == workload) & (real["rate"] == rate)]
+        keys = ["strategy", "workload", "rate", BUDGET]
+        for (strategy, workload, rate, budget), sim in res.folder_rows(name).groupby(keys, sort=False):
+            match = real[(real["strategy"] == strategy) & (real["workload"] == workload) & (real["rate"] == rate)
+                         & (real[BUDGET] == budget)]
             for folder, g in match.groupby("folder", sort=False):
-                out += [{"folder": folder, "strategy": strategy, "workload": workload, "rate": rate, "metric": c,
+                out += [{"replay folder": name, "folder": folder, "strategy": strategy, "workload": workload,
+                         "rate": rate, "budget": budget, "metric": c,
                          "real": g[c].median(), "low": g[c].min(), "high": g[c].max(), "runs": len(g),
                          "values": tuple(g[c]), "sim": sim[c].median(), "sim low": sim[c].min(),
                          "sim high": sim[c].max(), "replays": len(sim)} for c in REPLAY_METRICS]
@@ -332,18 +342,21 @@ def replay_validation(res: Results) -> pd.DataFrame:
 
 def goal_applies(v: pd.DataFrame, real_rows: list[pd.DataFrame]) -> pd.Series:
     """Whether a validation cell is held to ``REPLAY_GOAL``: a latency below ``GOAL_LOAD_SHARE`` of
-    the load's pace (the most requests per second any GPU run of that workload completed), a
-    throughput where it measures the pace (rate inf, or the point's GPU runs overloaded by median)."""
-    real = pd.concat(real_rows) if real_rows else pd.DataFrame(columns=["workload", "rate", COMPLETED, PACE])
-    pace = real.groupby("workload")[COMPLETED].max()
+    the load's pace (the most requests per second any GPU run of that workload completed on the
+    machines that ran the cell's GPU folder: machines differ), a throughput where it measures the
+    pace (rate inf, or the point's GPU runs overloaded by median)."""
+    columns = ["folder", "sitting", "workload", "rate", COMPLETED, PACE]
+    real = pd.concat(real_rows) if real_rows else pd.DataFrame(columns=columns)
     kept_pace = real.groupby(["workload", "rate"])[PACE].median()
     applies = []
-    for workload, rate, metric in zip(v["workload"], v["rate"], v["metric"]):
+    for folder, workload, rate, metric in zip(v["folder"], v["workload"], v["rate"], v["metric"]):
         offered = parse_rate(rate)
         if metric == THROUGHPUT:
             applies.append(offered is None or overloaded(kept_pace.get((workload, rate))))
         else:
-            applies.append(offered is not None and offered <= GOAL_LOAD_SHARE * pace.get(workload, np.nan))
+            machines = set(real.loc[real["folder"] == folder, "sitting"])
+            pace = real.loc[(real["workload"] == workload) & real["sitting"].isin(machines), COMPLETED].max()
+            applies.append(offered is not None and offered <= GOAL_LOAD_SHARE * pace)
     return pd.Series(applies, index=v.index)
 
 

@@ -452,8 +452,10 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
             bench_params={**dataset, "burstiness": args.burstiness, "ignore_eos": True},
             num_prompts=num_prompts, seed=args.seed, warmup_fraction=args.warmup_fraction,
             timeout_s=args.timeout_s, goodput=args.goodput, simulated=True).to_record(),
+        # the fit by reference (file, SHA-256) and its terms; its residual quantiles stay in the file
         "step_model": {"file": str(args.step_model),
-                       "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(), **model},
+                       "sha256": hashlib.sha256(Path(args.step_model).read_bytes()).hexdigest(),
+                       **{k: v for k, v in model.items() if k != "residual_quantiles_s"}},
         "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now,
                        "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),

@@ -233,7 +233,8 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
     replays = [name for name, study in studies.items() if study.kind == "replay"]
     paired = sorted({name for name in replays for name in studies[name].replays_of})  # as the report pairs them
     compared = [path for name in paired for path in (results / name).glob("*_run-*.json")]
-    assert len(compared) == 58  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12
+    assert len(compared) == 73  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12,
+    #                             task3_api-4_rate30_varlen 9, task2_api-4_inf_8192 6
     for path in compared + [p for name in replays for p in (results / name).glob("*_run-*.json")]:
         stored = json.loads(path.read_text())
         assert stored["config"]["warmup_fraction"] == stored["summary"]["warmup_fraction"] == default, path
@@ -420,3 +421,19 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
         assert {"token_attainment", "longest_decile", "by_third"} <= new.keys()
         assert {k: new[k] for k in old if k != "goodput_req_s"} == {k: v for k, v in old.items() if k != "goodput_req_s"}
         assert new["goodput_req_s"] == pytest.approx(old["goodput_req_s"], rel=1e-4)
+
+
+def test_replay_study_rebuilds_each_gpu_run_s_load_and_server(tmp_path):
+    """A calibration's held-out check replays each GPU run with that run's own load: the arguments
+    built from a committed run's config parse, and the lengths they draw are the run's own."""
+    from harness.replay_study import replay_argv
+    from harness.results import load_runs
+
+    folder = Path(__file__).resolve().parent.parent / "results" / "task3_api-4_rate30_varlen"
+    run = next(r for r in load_runs(folder) if r.config.scheduler == "prefill-first")
+    args = ss.build_parser().parse_args(replay_argv(run.config, tmp_path / "fit.json", 40736, tmp_path / "out.json"))
+    assert (args.strategy, args.rate, args.seed, args.max_num_batched_tokens) == ("prefill-first", "30", run.config.seed, 2048)
+    assert (args.range_ratio, args.output_range_ratio, args.num_gpu_blocks) == (0.9, 0.0, 40736)
+    inputs, outputs = ss.bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
+                                       output_range_ratio=args.output_range_ratio)
+    assert list(inputs) == list(run.detail["input_lens"]) and set(outputs) == {256}

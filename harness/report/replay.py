@@ -155,20 +155,30 @@ def budget_replay_fact(res: Results) -> str | None:
                f"per step log: {boundary}." if boundary else "."))
 
 
+def fit_file(res: Results, replay_folder: str) -> str:
+    """The step-time fit a replay folder's runs used (its file, as the replays record it)."""
+    return res.serving[replay_folder][0].sim["step_model"]["file"]
+
+
 def replay_section(res: Results) -> list[Block]:
     blocks = [heading("6b The replay simulator against the H200")]
-    v = replay_validation(res)
-    if v.empty:
+    v_all = replay_validation(res)
+    if v_all.empty:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
                               place="both")]
-    runs = res.serving[res.with_role("replay-validation")[0]]  # not empty: their replays gave ``v``
+    first = res.with_role("replay-validation")[0]  # not empty: their replays gave ``v``
+    fits = {name: fit_file(res, name) for name in v_all["replay folder"].unique()}
+    v = v_all[v_all["replay folder"].map(fits) == fit_file(res, first)]
+    other_hosts = [(fit, v_all[v_all["replay folder"].map(fits) == fit])
+                   for fit in dict.fromkeys(fits.values()) if fit != fit_file(res, first)]
+    runs = res.serving[first]
     sm, cpu = runs[0].sim["step_model"], pd.Series([r.sim["simulation"]["cpu_s"] for r in runs])
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
     logs = ", ".join(Path(entry["path"]).name for entry in sm["provenance"]["logs"])
     cell = v.assign(text=[f"{sim:.0f} / {real:.0f} ({err:+.0%})" + (" *" if n >= 2 and not lo <= sim <= hi else "")
                           for sim, real, err, n, lo, hi in zip(*(v[c] for c in
                                                                  ("sim", "real", "error", "runs", "low", "high")))])
-    wide = cell.pivot_table(index=["folder", "strategy", "workload", "rate", "runs"], columns="metric",
+    wide = cell.pivot_table(index=["folder", "strategy", "workload", "rate", "budget", "runs"], columns="metric",
                             values="text", aggfunc="first", sort=False)[list(REPLAY_METRICS)].reset_index()
     wide["strategy"] = wide["strategy"].map(strategy_label)
     rank = replay_ranking(v)
@@ -210,4 +220,33 @@ def replay_section(res: Results) -> list[Block]:
              "only in the step-time residuals drawn) against the GPU runs of the same load. Cells: median of "
              "the replays / GPU median (relative error); * where the replays' median lies outside the GPU "
              "runs' range."),
-        table(wide), bullets(facts)]
+        table(wide), bullets(facts)] + [block for fit, part in other_hosts for block in other_host_blocks(res, fit, part)]
+
+
+def other_host_blocks(res: Results, fit: str, v: pd.DataFrame) -> list[Block]:
+    """A calibration on another machine, checked on that machine's runs that its fit did not see:
+    the fit's host and terms, each held-out point's error, and the goals."""
+    sm = next(r.sim["step_model"] for name in v["replay folder"].unique() for r in res.serving[name])
+    host = sm.get("host") or {}
+    gpu = " / ".join(g.get("name", "?") for g in host.get("gpu", [])) or "GPU not recorded"
+    cell = v.assign(text=[f"{sim:.0f} / {real:.0f} ({err:+.0%})" for sim, real, err in zip(v["sim"], v["real"], v["error"])])
+    wide = cell.pivot_table(index=["folder", "strategy", "workload", "rate", "budget", "runs"], columns="metric",
+                            values="text", aggfunc="first", sort=False)[list(REPLAY_METRICS)].reset_index()
+    wide["strategy"] = wide["strategy"].map(strategy_label)
+    coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
+    negative = [k for k, val in sm["coefficients"].items() if val < 0 and k not in ("prefill_in_graph",)]
+    rank = replay_ranking(v)
+    return [heading(f"Held out on another machine: {gpu} (`{Path(fit).name}`)", 3),
+            para(f"Fitted by `python -m harness.step_model fit-study` to the step log of study {host.get('study', '?')} "
+                 f"(machine boot id {', '.join(host.get('machine_boot_ids', []))}, {' to '.join(host.get('dates_utc', []))}, "
+                 f"vLLM {', '.join(host.get('vllm', []))}, {host.get('api_servers', '?')} API servers, budget "
+                 f"{host.get('max_num_batched_tokens', '?')}): {sm['num_steps']} steps, R^2 {sm['r2']:.3f}, median "
+                 f"relative error {sm['median_relative_error']:.1%}; {coef} (seconds). Every run of the same machine "
+                 "that the fit did not see is replayed once with its own load and seed "
+                 "(`python -m harness.replay_study`). Cells: replays' median / GPU median (relative error)."),
+            table(wide),
+            bullets([goal_fact(v, rank), ranking_fact(rank)]
+                    + ([f"Terms fitted below zero: {', '.join(negative)}. The calibration's loads have one prompt "
+                        "length, so a step's decoding requests and its context tokens rise together and the fit "
+                        "cannot tell them apart; it predicts the steps it saw, not steps of other lengths or budgets."]
+                       if negative else []))]

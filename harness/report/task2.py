@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, ENGINE_CORES, GPU_UTIL, METRICS, PREFILL_CHUNK,
-                             THROUGHPUT, Results, Run, load_label, provenance_line, shown,
+                             THROUGHPUT, Results, Run, gpu_text, load_label, provenance_line, shown,
                              sitting_text, sort_key, span_text, task2_table)
 from harness.rules import (CHAT_ITL_TOLERANCE, MIN_RUNS_TO_SEPARATE, SATURATED_CORE, SATURATED_GPU,
                            SATURATION_TOLERANCE, SLOW_REQUEST_S, below_pairs, capacity_runs, chat_budget, kept_up,
@@ -90,7 +90,10 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
     capacity = []
     for (name, rate), part in rows.groupby(["setting", "rate"], sort=False):
         if rate == "inf" and (answer := capacity_answer(name, part, steps)):
-            capacity += [answer, *filter(None, [handout and handout_order_fact(part, rows, handout)])]
+            capacity += [answer, *filter(None, [handout and part[BUDGET].nunique() >= 3
+                                                and handout_order_fact(part, rows, handout)])]
+    if anchored := anchored_capacity_fact(rows, handout):
+        capacity.append(anchored)
     if slow is not None and not slow.empty:
         capacity.append(slow_requests_fact(slow, slow_note))
     facts = []
@@ -131,6 +134,32 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
                      + (" Throughput at rate inf, which a merged chunk does not change, is answered "
                         "above from every run where no API server had a full core." if capacity else ""))
     return capacity + facts
+
+
+ANCHOR_BUDGET = 2048  # the budget every rate-inf study runs beside the others, on its own machine
+
+
+def anchored_capacity_fact(rows: pd.DataFrame, handout: str | None) -> str | None:
+    """Rate-inf throughput of every budget as a multiple of the anchor budget's median measured on
+    the same machine in the same study: machines differ by up to 2x, so studies on different
+    machines join only through such ratios. None unless two or more such studies (not the
+    handout's runs) together cover more budgets than any one of them."""
+    inf = rows[(rows["rate"] == "inf") & (rows["clients"] == 1) & (rows["folder"] != handout)]
+    studies = [(folder, part) for folder, part in inf.groupby("folder", sort=False)
+               if ANCHOR_BUDGET in set(part[BUDGET]) and part[BUDGET].nunique() >= 2]
+    covered = {b for _, part in studies for b in part[BUDGET]}
+    if len(studies) < 2 or max(part[BUDGET].nunique() for _, part in studies) >= len(covered):
+        return None
+    texts = []
+    for folder, part in studies:
+        medians = part.groupby(BUDGET)[THROUGHPUT].median()
+        gpus = gpu_text(part["gpu"])
+        ratios = ", ".join(f"{b} {medians[b] / medians[ANCHOR_BUDGET]:.2f}x" for b in medians.index
+                           if b != ANCHOR_BUDGET)
+        texts.append(f"{ratios} ({folder}, {gpus}, {ANCHOR_BUDGET} at {medians[ANCHOR_BUDGET]:.0f} tok/s there)")
+    return (f"Every budget against {ANCHOR_BUDGET} measured beside it on the same machine (median throughput "
+            f"at rate inf, one client; machines differ, so studies on different machines join only through "
+            f"this ratio): {'; '.join(texts)}.")
 
 
 THEORY = {"TTFT": False, "ITL": True}  # the handout's expectation: TTFT falls, ITL rises with the budget

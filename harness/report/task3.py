@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
 from harness.results import (BUDGET, PREFILL_CHUNK, THROUGHPUT, Results, load_label, point_table, prompt_lengths,
-                             provenance_line, shown, sitting_text, span_text, strategy_label, ttft_by_prompt_length)
+                             gpu_text, provenance_line, shown, sitting_text, span_text, strategy_label, ttft_by_prompt_length)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, against_default, kept_up, ratio, round_ratios, separated, separating,
                            spread_factor)
 from harness.run_config import cli_flags
@@ -125,7 +125,8 @@ def handout_rate_answers(rows: pd.DataFrame, one_length: set[tuple[str, str, str
         pairs = {c: round_ratios(a, base, c) for c in ("TTFT P99 (ms)", "ITL P99 (ms)")}
         if base.empty or pairs["TTFT P99 (ms)"].empty:
             continue
-        text = (f"At the handout's {load_label(rate)} ({folder}, {workload}, one server switching strategy "
+        text = (f"At the handout's {load_label(rate)} ({folder}, {gpu_text(part['gpu'])}, {workload}, one server "
+                f"switching strategy "
                 f"run by run): Strategy A / default within each round, TTFT P99 "
                 f"{span_text(pairs['TTFT P99 (ms)'], 2)}x and ITL P99 {span_text(pairs['ITL P99 (ms)'], 2)}x")
         twin = part[part["strategy"] == "sjf"]
@@ -157,7 +158,7 @@ def task3_answers(rows: pd.DataFrame) -> list[str]:
                                     for c in ("TTFT P50 (ms)", "TTFT P99 (ms)"))
         widest = pd.concat([own, base]).query("strategy == @who")[column]
         facts.append(f"{strategy_label(name)}, {workload} at {load_label(rate)} ({folder}, "
-                     f"{sitting_text(pd.concat([own, base])['sitting'])}, {len(own)} / "
+                     f"{gpu_text(pd.concat([own, base])['gpu'])}, {sitting_text(pd.concat([own, base])['sitting'])}, {len(own)} / "
                      f"{len(base)} runs against the default): "
                      + (f"too few runs to separate (at least {MIN_RUNS_TO_SEPARATE} a side)"
                         if min(len(own), len(base)) < MIN_RUNS_TO_SEPARATE else
