@@ -6,7 +6,7 @@ each launched from the engine core's Python thread. At rate inf the engine core,
 sets the pace of a 0.6B model on an H200 (report section 4), so the share of steps above the
 graph size is a candidate explanation of Task 2's throughput per budget.
 
-This drives vLLM's own scheduler (``sched_sim``, a fake model, no clock) through Task 2's
+This drives vLLM's own scheduler (``sched_engine``, a fake model, no clock) through Task 2's
 rate-inf load and counts the tokens of every step; the count does not depend on step times,
 because at rate inf every request is waiting from the start.
 
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.provenance import collect_meta, write_json_atomic
-from harness.sched_sim import H200_KV_BLOCKS, SimConfig, make_request, make_scheduler, run_until_done
+from harness.sched_engine import H200_KV_BLOCKS, SimConfig, make_request, make_scheduler, run_until_done
 from harness.step_model import GRAPH_TOKENS
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import harness.step_recorder as sr
 import my_scheduler as ms
+from harness import sched_engine as engine
 from harness import sched_sim as ss
 from harness import step_model
 
@@ -28,11 +29,11 @@ def model_file(tmp_path: Path) -> Path:
     return path
 
 
-def simulate(strategy: str, arrivals, inputs, outputs, config: ss.SimConfig | None = None):
+def simulate(strategy: str, arrivals, inputs, outputs, config: engine.SimConfig | None = None):
     clock = ss.VirtualClock()
     model = {"coefficients": COEFFS}
     detail, _, _ = ss.replay(ss.replay_class(strategy, clock), np.asarray(arrivals, dtype=float),
-                             np.asarray(inputs), np.asarray(outputs), model, config or ss.SimConfig(), clock)
+                             np.asarray(inputs), np.asarray(outputs), model, config or engine.SimConfig(), clock)
     return detail
 
 
@@ -43,8 +44,8 @@ def test_step_log_of_kv_recorder_has_one_row_per_step_with_its_token_counts(tmp_
     """vLLM's own policy through KVPeakRecorder: prompts of 40 and 20 tokens, then 3 decodes."""
     log = tmp_path / "steps.csv"
     monkeypatch.setenv(ms.STEP_LOG_ENV, str(log))
-    sched = ss.make_scheduler(ms.KVPeakRecorder, ss.SimConfig(max_num_seqs=8, max_num_batched_tokens=64))
-    traces = ss.run_until_done(sched, [[ss.make_request(40, 4), ss.make_request(20, 4)]])
+    sched = engine.make_scheduler(ms.KVPeakRecorder, engine.SimConfig(max_num_seqs=8, max_num_batched_tokens=64))
+    traces = engine.run_until_done(sched, [[engine.make_request(40, 4), engine.make_request(20, 4)]])
     sched.flush_stats()
     rows = step_model.read_step_log(log)
     assert len(rows["step_time_us"]) == len(traces) == 4
@@ -306,7 +307,7 @@ def test_lone_request_ttft_is_its_prefill_steps():
     model = {"coefficients": COEFFS}
     short = simulate("default", [0.5], [300], [4])
     assert short["ttfts"][0] == pytest.approx(c(model, 300, 0, 300), abs=1e-12)
-    chunked = simulate("default", [0.5], [3000], [4], ss.SimConfig(max_model_len=4096))
+    chunked = simulate("default", [0.5], [3000], [4], engine.SimConfig(max_model_len=4096))
     assert chunked["ttfts"][0] == pytest.approx(c(model, 2048, 0, 2048) + c(model, 952, 0, 3000), abs=1e-12)
     decode = c(model, 0, 1, 301)
     assert short["itls"][0][0] == pytest.approx(decode, abs=1e-12) and short["output_lens"][0] == 4

@@ -13,7 +13,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
 import harness.step_recorder as sr
 import my_scheduler as ms
-from harness.sched_sim import SimConfig, make_request, make_scheduler, run_until_done, step
+from harness.sched_engine import SimConfig, make_request, make_scheduler, run_until_done, step
 
 ROOT = Path(__file__).resolve().parent.parent
 
