@@ -55,7 +55,7 @@ def _lag_legend(ax: Any, **placement: Any) -> None:
 def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 

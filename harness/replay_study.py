@@ -30,16 +30,13 @@ from harness.study_file import STUDY_FILE, Study, read_study, write_study  # noq
 
 def replay_argv(config: Any, step_model: Path, blocks: int, out: Path) -> list[str]:
     """The ``sched_sim replay`` arguments that rebuild one GPU run's load and server."""
-    bench = config.bench_params
-    ranges = bench.get("random_range_ratio") or {}
-    ranges = ranges if isinstance(ranges, dict) else {"input": ranges, "output": ranges}
-    rate = "inf" if config.rate is None else f"{config.rate:g}"
+    bench, (input_ratio, output_ratio) = config.bench_params, config.range_ratios
     argv = ["replay", "--strategy", config.scheduler,
             "--step-model", str(step_model), "--num-gpu-blocks", str(blocks), "--workload", config.workload,
-            "--rate", rate, "--seed", str(config.seed), "--run", str(config.run),
+            "--rate", config.rate_label, "--seed", str(config.seed), "--run", str(config.run),
             "--num-prompts", str(config.num_prompts), "--input-len", str(bench["random_input_len"]),
-            "--output-len", str(bench["random_output_len"]), "--range-ratio", f"{ranges.get('input', 0.0):g}",
-            "--output-range-ratio", f"{ranges.get('output', 0.0):g}",
+            "--output-len", str(bench["random_output_len"]), "--range-ratio", f"{input_ratio:g}",
+            "--output-range-ratio", f"{output_ratio:g}",
             "--max-num-batched-tokens", str(config.budget_in_force),
             "--max-num-seqs", str(config.server_params["max_num_seqs"]),
             "--warmup-fraction", f"{config.warmup_fraction:g}", "--timeout-s", f"{config.timeout_s:g}",

@@ -362,13 +362,16 @@ def goal_applies(v: pd.DataFrame, real_rows: list[pd.DataFrame]) -> pd.Series:
 
 def replay_ranking(v: pd.DataFrame) -> pd.DataFrame:
     """Per strategy of ours, point and metric: does the simulator order it and the default as the
-    GPU runs do? The GPU orders them only where their runs separate (``separated``); medians otherwise."""
+    GPU runs do? The GPU orders them only where their runs separate (``separated``); medians otherwise.
+    Each replay folder on its own: two fits that replay one GPU folder are two rankings."""
     rows = []
-    for (folder, workload, rate, metric), g in v.groupby(["folder", "workload", "rate", "metric"], sort=False):
+    keys = ["replay folder", "folder", "workload", "rate", "metric"]
+    for (replays, folder, workload, rate, metric), g in v.groupby(keys, sort=False):
         g = g.set_index("strategy")
         for other in (s for s in g.index if s != "default" and "default" in g.index):
             a, d = g.loc[other], g.loc["default"]
-            rows.append({"strategy": other, "folder": folder, "workload": workload, "rate": rate, "metric": metric,
+            rows.append({"strategy": other, "replay folder": replays, "folder": folder, "workload": workload,
+                         "rate": rate, "metric": metric,
                          "GPU separated": separated(pd.Series(a["values"]), pd.Series(d["values"])),
                          "GPU higher": a["real"] > d["real"], "sim higher": a["sim"] > d["sim"]})
     r = pd.DataFrame(rows)

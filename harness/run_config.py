@@ -102,6 +102,15 @@ class RunConfig:
         return rate_label(self.rate)
 
     @property
+    def range_ratios(self) -> tuple[float, float]:
+        """The random load's spread of (input, output) lengths, as ``--random-range-ratio`` gives it:
+        one number for both (older runs) or one per side; (0, 0) for fixed lengths."""
+        ratio = self.bench_params.get("random_range_ratio") or 0.0
+        if isinstance(ratio, Mapping):
+            return float(ratio.get("input", 0.0)), float(ratio.get("output", 0.0))
+        return float(ratio), float(ratio)
+
+    @property
     def budget_flag(self) -> int | None:
         """The server's ``--max-num-batched-tokens``."""
         return self.server_params.get("max_num_batched_tokens")

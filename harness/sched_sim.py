@@ -145,17 +145,18 @@ def replay(cls: type, arrivals: np.ndarray, input_lens: np.ndarray, output_lens:
         for engine_outputs in sched.update_from_output(output, model_output).values():
             for out in engine_outputs.outputs:
                 token_times.setdefault(out.request_id, []).extend([clock.now] * len(out.new_token_ids))
-    return request_arrays(arrivals, input_lens, token_times), sched, steps
+    return request_arrays(arrivals, input_lens, token_times, step_model.get("frontend_ttft_s", 0.0)), sched, steps
 
 
-def request_arrays(arrivals: np.ndarray, input_lens: np.ndarray,
-                   token_times: dict[str, list[float]]) -> dict[str, Any]:
-    """Per-request TTFT, ITLs, lengths, start times and errors, as a real run's client saves them."""
+def request_arrays(arrivals: np.ndarray, input_lens: np.ndarray, token_times: dict[str, list[float]],
+                   frontend_ttft_s: float = 0.0) -> dict[str, Any]:
+    """Per-request TTFT, ITLs, lengths, start times and errors, as a real run's client saves them;
+    every TTFT plus the front end's time outside the engine's steps (``harness/calibrate.py``)."""
     detail: dict[str, Any] = {"ttfts": [], "itls": [], "input_lens": [int(n) for n in input_lens],
                               "output_lens": [], "start_times": [float(t) for t in arrivals], "errors": []}
     for i, arrived in enumerate(arrivals):
         times = token_times.get(f"sim-{i}", [])
-        detail["ttfts"].append(times[0] - arrived if times else 0.0)
+        detail["ttfts"].append(times[0] - arrived + frontend_ttft_s if times else 0.0)
         detail["itls"].append(np.diff(times).tolist())
         detail["output_lens"].append(len(times))
         detail["errors"].append("" if times else "no token")

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -51,6 +52,7 @@ import pandas as pd
 TERMS = ("intercept", "prefill_tokens", "decode_requests", "context_tokens", "has_prefill", "prefill_in_graph")
 FORMULA = ("step_time_s = a + b*prefill_tokens + c*decode_requests + d*context_tokens + e*has_prefill"
            " + f*prefill_in_graph")
+COST_TERMS = TERMS[:5]  # work a step does: more of it never makes a step faster (prefill_in_graph is a correction)
 GRAPH_TOKENS = 512  # vLLM 0.26's max_cudagraph_capture_size for Qwen3-0.6B with 256 sequences (server log)
 
 
@@ -85,16 +87,52 @@ def aligned(cols: dict[str, np.ndarray], lag: int) -> tuple[np.ndarray, np.ndarr
                   feat["context_tokens"][keep]), cols["step_time_us"][:n][keep] / 1e6
 
 
-def fit(logs: list[Path], gpu: str, model: str) -> dict[str, Any]:
-    """Least squares over the non-empty pipelined steps of ``logs``, at the output lag (0 or 1
-    step) with the smaller residual; empty steps run no model."""
-    cols = [read_step_log(path) for path in logs]
+def least_squares(x: np.ndarray, y: np.ndarray, nonnegative: bool) -> np.ndarray:
+    """Coefficients in ``TERMS`` order. With ``nonnegative``, the best fit whose cost terms are all
+    at least zero: the least-squares fit over each subset of cost terms held at zero, the best of
+    those that keep the rest non-negative (exact: the bounded optimum is one of them; 32 small fits).
+    Why: when a calibration's terms rise together, an unbounded fit trades them against each other
+    (one below zero, its partner above) and predicts steps unlike the fitted ones badly."""
+    if not nonnegative:
+        return np.linalg.lstsq(x, y, rcond=None)[0]
+    bounded = [TERMS.index(term) for term in COST_TERMS]
+    best: tuple[float, np.ndarray] | None = None
+    for held in itertools.chain.from_iterable(itertools.combinations(bounded, k) for k in range(len(bounded) + 1)):
+        free = [i for i in range(x.shape[1]) if i not in held]
+        coef = np.zeros(x.shape[1])
+        coef[free] = np.linalg.lstsq(x[:, free], y, rcond=None)[0]
+        sse = float(np.sum((x @ coef - y) ** 2))
+        if all(coef[i] >= 0 for i in bounded) and (best is None or sse < best[0]):
+            best = (sse, coef)
+    assert best is not None  # every cost term held at zero is always feasible
+    return best[1]
+
+
+def correlated_terms(x: np.ndarray, threshold: float = 0.9) -> list[dict[str, Any]]:
+    """Pairs of regressors (not the intercept) whose correlation over the fitted steps is at least
+    ``threshold`` in size: terms a fit cannot tell apart on these steps."""
+    varying = [i for i in range(1, x.shape[1]) if np.ptp(x[:, i]) > 0]
+    r = np.corrcoef(x[:, varying].T)
+    return [{"terms": [TERMS[varying[a]], TERMS[varying[b]]], "r": round(float(r[a, b]), 3)}
+            for a, b in itertools.combinations(range(len(varying)), 2) if abs(r[a, b]) >= threshold]
+
+
+def fitted_steps(logs: list[Path], lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """(regressors, seconds) of every log's steps at one output lag, as ``fit`` used them."""
+    x, y = (np.concatenate(parts) for parts in zip(*(aligned(read_step_log(path), lag) for path in logs)))
+    return x, y
+
+
+def fit(logs: list[Path], gpu: str, model: str, nonnegative: bool = False) -> dict[str, Any]:
+    """Least squares over the non-empty pipelined steps of ``logs`` (its cost terms kept at or
+    above zero with ``nonnegative``), at the output lag (0 or 1 step) with the smaller residual;
+    empty steps run no model."""
     fits = []
     for lag in (0, 1):
-        x, y = (np.concatenate(parts) for parts in zip(*(aligned(c, lag) for c in cols)))
+        x, y = fitted_steps(logs, lag)
         if len(y) < 2 * len(TERMS):
             raise ValueError(f"{len(y)} non-empty steps in {[str(p) for p in logs]}: too few to fit")
-        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        coef = least_squares(x, y, nonnegative)
         fits.append((float(np.mean((x @ coef - y) ** 2)), lag, x, y, coef))
     _, lag, x, y, coef = min(fits, key=lambda f: f[0])
     pred = x @ coef
@@ -105,7 +143,9 @@ def fit(logs: list[Path], gpu: str, model: str) -> dict[str, Any]:
     return {
         "formula": FORMULA,
         "graph_tokens": GRAPH_TOKENS,
+        "method": "least squares, cost terms at least zero" if nonnegative else "least squares",
         "coefficients": dict(zip(TERMS, map(float, coef))),
+        "correlated_terms": correlated_terms(x),
         "output_lag_steps": lag,
         "residual_quantiles_s": {k: [round(float(v), 7) for v in q - q.mean()] for k, q in quantiles.items()},
         "r2": 1.0 - float(np.sum((y - pred) ** 2)) / ss_tot if ss_tot > 0 else None,
@@ -147,7 +187,7 @@ def study_host(folder: Path) -> dict[str, Any]:
             "token_budgets": sorted({arm["token_budget"] for arm in plan["arms"]})}
 
 
-def fit_study(folder: Path) -> dict[str, Any]:
+def fit_study(folder: Path, nonnegative: bool = False) -> dict[str, Any]:
     """The step-time model of a study's step log, with the host that measured it."""
     logs = sorted((folder / "logs").glob(STEP_LOG_FILE + "*"))
     if not logs:
@@ -155,7 +195,7 @@ def fit_study(folder: Path) -> dict[str, Any]:
     host = study_host(folder)
     gpu = " / ".join(g.get("name") or "no GPU (CPU)" for g in host["gpu"])
     model = f"{Path(host['model']).name}, {host['api_servers']} API servers"
-    return {**fit(logs, gpu, model), "host": host}
+    return {**fit(logs, gpu, model, nonnegative), "host": host}
 
 
 def load(path: Path | str | None) -> dict[str, Any]:
@@ -203,9 +243,14 @@ def main(argv: list[str]) -> int:
     g = sub.add_parser("fit-study", help="fit a study's step log and record the host that measured it")
     g.add_argument("folder", type=Path, help="a results folder of a study whose server logged its steps")
     g.add_argument("--out", type=Path, required=True)
+    for command in (f, g):
+        command.add_argument("--nonnegative", action="store_true",
+                             help="keep the cost terms (all but prefill_in_graph) at or above zero: for a "
+                                  "calibration whose terms rise together (one prompt length, one budget)")
     args = parser.parse_args(argv)
     try:
-        result = fit(args.logs, args.gpu, args.model) if args.command == "fit" else fit_study(args.folder)
+        result = (fit(args.logs, args.gpu, args.model, args.nonnegative) if args.command == "fit"
+                  else fit_study(args.folder, args.nonnegative))
     except (OSError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

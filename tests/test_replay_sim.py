@@ -142,6 +142,61 @@ def test_committed_fit_is_the_sjf_log_refitted():
     assert again["num_steps"] == committed["num_steps"]
 
 
+CALIBRATION = Path(__file__).resolve().parent.parent / "results" / "calib_qwen3-0.6b_api-4"
+
+
+def test_a_bounded_fit_keeps_cost_terms_at_zero_or_above_where_least_squares_trades_them():
+    """On the H100 calibration's log (one prompt length, one budget), decoding requests and context
+    tokens rise together: least squares puts terms below zero and names the pair; the bounded fit
+    keeps every cost term at or above zero, at a residual no smaller than least squares'."""
+    logs = [CALIBRATION / "logs" / "steps.csv.xz"]
+    free, bounded = (step_model.fit(logs, "x", "x", nonnegative=flag) for flag in (False, True))
+    assert any(free["coefficients"][t] < 0 for t in step_model.COST_TERMS)
+    assert all(bounded["coefficients"][t] >= 0 for t in step_model.COST_TERMS)
+    assert 0 < free["r2"] - bounded["r2"] < 0.02 and bounded["method"] != free["method"]
+    pairs = {tuple(p["terms"]): p["r"] for p in free["correlated_terms"]}
+    assert pairs[("decode_requests", "context_tokens")] > 0.99
+
+
+def test_the_bounded_fit_is_least_squares_when_no_bound_binds():
+    """Steps drawn from non-negative costs with independent terms: both fits give those costs."""
+    rng = np.random.default_rng(3)
+    n = 800
+    prefill = rng.integers(0, 2049, n) * (rng.random(n) < 0.5)
+    decode = rng.integers(1, 257, n)
+    x = step_model.design(prefill, decode, prefill + decode * rng.integers(200, 1300, n))
+    truth = np.array([0.003, 4e-6, 3e-5, 2e-8, 0.015, 0.0])
+    y = x @ truth + rng.normal(0, 1e-5, n)
+    free, bounded = step_model.least_squares(x, y, False), step_model.least_squares(x, y, True)
+    assert bounded[:5] == pytest.approx(truth[:5], rel=0.05) and bounded == pytest.approx(free, rel=1e-6, abs=1e-9)
+
+
+def test_calibration_adds_the_front_end_s_ttft_that_the_steps_do_not_explain(tmp_path):
+    """`harness.calibrate` on the committed H100 study: the front-end term is the paced GPU run's
+    TTFT P50 less its step-model replay's; a replay with the fit adds it to TTFT, not to ITL."""
+    from harness import calibrate
+    from harness.replay_study import replay_argv
+    from harness.results import load_runs
+
+    out = tmp_path / "host.fit.json"
+    assert calibrate.main([str(CALIBRATION), "--nonnegative", "--out", str(out)]) == 0
+    fit = json.loads(out.read_text())
+    (point,) = fit["frontend_calibration"]["runs"]
+    assert fit["frontend_ttft_s"] * 1e3 == pytest.approx(point["gpu_ttft_p50_ms"] - point["replay_ttft_p50_ms"])
+    assert fit["frontend_ttft_s"] > 0 and fit["host"]["machine_boot_ids"]
+    steps_only = tmp_path / "steps-only.fit.json"
+    steps_only.write_text(json.dumps({k: v for k, v in fit.items() if not k.startswith("frontend")}))
+    run = next(r for r in load_runs(CALIBRATION) if r.config.rate is not None)
+    summaries = []
+    for model in (steps_only, out):
+        replayed = tmp_path / f"{model.stem}.replay.json"
+        assert ss.main(replay_argv(run.config, model, 40736, replayed)) == 0
+        summaries.append(json.loads(replayed.read_text())["summary"])
+    assert summaries[0]["ttft_ms"]["p50"] == pytest.approx(point["replay_ttft_p50_ms"])
+    assert summaries[1]["ttft_ms"]["p50"] - summaries[0]["ttft_ms"]["p50"] == pytest.approx(fit["frontend_ttft_s"] * 1e3)
+    assert summaries[1]["itl_ms"] == summaries[0]["itl_ms"]
+
+
 def test_a_study_s_step_log_fits_with_the_host_that_measured_it(tmp_path):
     """`fit-study` fits logs/steps.csv[.xz] of a study folder and names its host from the study's
     files (here a committed H200 step log in a folder built like a study's)."""

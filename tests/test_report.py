@@ -278,6 +278,23 @@ def test_replay_validation_recomputed_from_the_files():
     assert rank.loc[("fixed", "ITL P99 (ms)"), "same"] == ((a["sim"] > d["sim"]) == (a["real"] > d["real"]))
 
 
+def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
+    """Section 6b per fit of another machine: the front-end term and the paced run it came from as
+    the fit file holds them, the pair of terms its calibration could not separate, the budget
+    beyond the calibration's steps (read from the step log), and section 7's line per fit."""
+    res = layer.Results.load(RESULTS)
+    text = render_markdown(replay.replay_section(res))
+    fit = json.loads((RESULTS / "steplogs/qwen3-0.6b_api-4_h100-7bb362be_bounded-frontend.fit.json").read_text())
+    (paced,) = fit["frontend_calibration"]["runs"]
+    assert (f"front end {fit['frontend_ttft_s'] * 1e3:.1f} ms added to every TTFT" in text
+            and f"{paced['gpu_ttft_p50_ms']:.1f} ms on the GPU against {paced['replay_ttft_p50_ms']:.1f} ms" in text)
+    assert "decode_requests and context_tokens correlate at r 0.999" in text
+    assert "carry at most 2046 of them" in text and "what steps at budget 8192 cost lies outside the data" in text
+    assert text.count("Held out on another machine: NVIDIA H100") == 2
+    lines = replay.other_host_summary(res)
+    assert len(lines) == 2 and all("budget 8192" in line and "at 30 req/s" in line for line in lines)
+
+
 def test_simulated_screen_capacity_recomputed_from_the_files():
     """The screen's SLO capacity of the default (fixed load, the tight pair): mean attainment over
     the replays per rate, straight from the committed files, linear between the last rate that

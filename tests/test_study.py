@@ -198,7 +198,7 @@ def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine
 
 
 def test_a_dry_run_of_an_unresolved_rate_says_what_it_waits_for(tmp_path, capfd):
-    plan_path = ROOT / "experiments" / "task2_near_saturation.json"
+    plan_path = ROOT / "experiments" / "task2_near_saturation_high.json"
     assert study.main(["run", str(plan_path), "--results", str(tmp_path), "--dry-run"]) == 0
     out = capfd.readouterr().out
     assert "holds no capacity run from this machine" in out and "mnbt-8192" in out

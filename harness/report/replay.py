@@ -160,6 +160,47 @@ def fit_file(res: Results, replay_folder: str) -> str:
     return res.serving[replay_folder][0].sim["step_model"]["file"]
 
 
+def cells_by_fit(res: Results, v: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The validation cells per step-time fit (its file), in the order the replay folders come."""
+    return dict(tuple(v.groupby(v["replay folder"].map(lambda name: fit_file(res, name)), sort=False)))
+
+
+def other_host_summary(res: Results) -> list[str]:
+    """Section 7's line per fit of another machine: its held-out errors, paced and at rate inf."""
+    v_all = replay_validation(res)
+    if v_all.empty:
+        return []
+    by_fit = cells_by_fit(res, v_all)
+    by_fit.pop(fit_file(res, res.with_role("replay-validation")[0]))
+    lines = []
+    for fit, v in by_fit.items():
+        sm = next(r.sim["step_model"] for name in v["replay folder"].unique() for r in res.serving[name])
+        gpu = " / ".join(g.get("name", "?") for g in (sm.get("host") or {}).get("gpu", []))
+        paced, flat_out = v[v["rate"] != "inf"], v[(v["rate"] == "inf") & (v["metric"] == THROUGHPUT)]
+        parts = [f"{unit_less(metric)} {paced.loc[paced['metric'] == metric, 'error'].min():+.0%} to "
+                 f"{paced.loc[paced['metric'] == metric, 'error'].max():+.0%}"
+                 for metric in ("TTFT P50 (ms)", "TTFT P99 (ms)") if (paced["metric"] == metric).any()]
+        if parts:
+            parts[0] = f"at {', '.join(dict.fromkeys(paced['rate']))} req/s, {parts[0]}"
+        parts += [f"throughput at rate inf, budget {b}: {e:+.0%}" for b, e in zip(flat_out["budget"], flat_out["error"])]
+        lines.append(f"Simulator on another machine ({gpu}, `{Path(fit).name}`), on that machine's runs its "
+                     f"calibration did not see: {'; '.join(parts)} (section 6b).")
+    return lines
+
+
+def error_table(v: pd.DataFrame, mark_outside_range: bool) -> pd.DataFrame:
+    """One row per replayed point, one column per metric: "replays' median / GPU median (error)",
+    with * where asked and the replays' median lies outside the range of 2 or more GPU runs."""
+    def text(row: pd.Series) -> str:
+        outside = mark_outside_range and row["runs"] >= 2 and not row["low"] <= row["sim"] <= row["high"]
+        return f"{row['sim']:.0f} / {row['real']:.0f} ({row['error']:+.0%})" + (" *" if outside else "")
+
+    wide = v.assign(text=v.apply(text, axis=1)).pivot_table(
+        index=["folder", "strategy", "workload", "rate", "budget", "runs"], columns="metric", values="text",
+        aggfunc="first", sort=False)[list(REPLAY_METRICS)].reset_index()
+    return wide.assign(strategy=wide["strategy"].map(strategy_label))
+
+
 def replay_section(res: Results) -> list[Block]:
     blocks = [heading("6b The replay simulator against the H200")]
     v_all = replay_validation(res)
@@ -167,20 +208,13 @@ def replay_section(res: Results) -> list[Block]:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
                               place="both")]
     first = res.with_role("replay-validation")[0]  # not empty: their replays gave ``v``
-    fits = {name: fit_file(res, name) for name in v_all["replay folder"].unique()}
-    v = v_all[v_all["replay folder"].map(fits) == fit_file(res, first)]
-    other_hosts = [(fit, v_all[v_all["replay folder"].map(fits) == fit])
-                   for fit in dict.fromkeys(fits.values()) if fit != fit_file(res, first)]
+    by_fit = cells_by_fit(res, v_all)
+    v = by_fit.pop(fit_file(res, first))
     runs = res.serving[first]
     sm, cpu = runs[0].sim["step_model"], pd.Series([r.sim["simulation"]["cpu_s"] for r in runs])
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
     logs = ", ".join(Path(entry["path"]).name for entry in sm["provenance"]["logs"])
-    cell = v.assign(text=[f"{sim:.0f} / {real:.0f} ({err:+.0%})" + (" *" if n >= 2 and not lo <= sim <= hi else "")
-                          for sim, real, err, n, lo, hi in zip(*(v[c] for c in
-                                                                 ("sim", "real", "error", "runs", "low", "high")))])
-    wide = cell.pivot_table(index=["folder", "strategy", "workload", "rate", "budget", "runs"], columns="metric",
-                            values="text", aggfunc="first", sort=False)[list(REPLAY_METRICS)].reset_index()
-    wide["strategy"] = wide["strategy"].map(strategy_label)
+    wide = error_table(v, mark_outside_range=True)
     rank = replay_ranking(v)
     spread = v[v["runs"] >= 3].assign(x=lambda f: f["high"] / f["low"]).groupby("metric")["x"].max()
     a_ttft = v[(v["strategy"] == "prefill-first") & v["metric"].str.startswith("TTFT")].set_index("workload")["error"]
@@ -220,7 +254,7 @@ def replay_section(res: Results) -> list[Block]:
              "only in the step-time residuals drawn) against the GPU runs of the same load. Cells: median of "
              "the replays / GPU median (relative error); * where the replays' median lies outside the GPU "
              "runs' range."),
-        table(wide), bullets(facts)] + [block for fit, part in other_hosts for block in other_host_blocks(res, fit, part)]
+        table(wide), bullets(facts)] + [block for fit, part in by_fit.items() for block in other_host_blocks(res, fit, part)]
 
 
 def other_host_blocks(res: Results, fit: str, v: pd.DataFrame) -> list[Block]:
@@ -229,24 +263,56 @@ def other_host_blocks(res: Results, fit: str, v: pd.DataFrame) -> list[Block]:
     sm = next(r.sim["step_model"] for name in v["replay folder"].unique() for r in res.serving[name])
     host = sm.get("host") or {}
     gpu = " / ".join(g.get("name", "?") for g in host.get("gpu", [])) or "GPU not recorded"
-    cell = v.assign(text=[f"{sim:.0f} / {real:.0f} ({err:+.0%})" for sim, real, err in zip(v["sim"], v["real"], v["error"])])
-    wide = cell.pivot_table(index=["folder", "strategy", "workload", "rate", "budget", "runs"], columns="metric",
-                            values="text", aggfunc="first", sort=False)[list(REPLAY_METRICS)].reset_index()
-    wide["strategy"] = wide["strategy"].map(strategy_label)
+    wide = error_table(v, mark_outside_range=False)
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
-    negative = [k for k, val in sm["coefficients"].items() if val < 0 and k not in ("prefill_in_graph",)]
     rank = replay_ranking(v)
     return [heading(f"Held out on another machine: {gpu} (`{Path(fit).name}`)", 3),
-            para(f"Fitted by `python -m harness.step_model fit-study` to the step log of study {host.get('study', '?')} "
+            para(f"Fitted by `python -m {'harness.calibrate' if 'frontend_ttft_s' in sm else 'harness.step_model fit-study'}` "
+                 f"to the step log of study {host.get('study', '?')} "
                  f"(machine boot id {', '.join(host.get('machine_boot_ids', []))}, {' to '.join(host.get('dates_utc', []))}, "
                  f"vLLM {', '.join(host.get('vllm', []))}, {host.get('api_servers', '?')} API servers, budget "
                  f"{host.get('max_num_batched_tokens', '?')}): {sm['num_steps']} steps, R^2 {sm['r2']:.3f}, median "
-                 f"relative error {sm['median_relative_error']:.1%}; {coef} (seconds). Every run of the same machine "
+                 f"relative error {sm['median_relative_error']:.1%}; {sm.get('method', 'least squares')}: {coef} (seconds)"
+                 f"{frontend_text(sm)}. Every run of the same machine "
                  "that the fit did not see is replayed once with its own load and seed "
                  "(`python -m harness.replay_study`). Cells: replays' median / GPU median (relative error)."),
             table(wide),
-            bullets([goal_fact(v, rank), ranking_fact(rank)]
-                    + ([f"Terms fitted below zero: {', '.join(negative)}. The calibration's loads have one prompt "
-                        "length, so a step's decoding requests and its context tokens rise together and the fit "
-                        "cannot tell them apart; it predicts the steps it saw, not steps of other lengths or budgets."]
-                       if negative else []))]
+            bullets([goal_fact(v, rank), ranking_fact(rank)] + fit_limit_facts(res, sm, v))]
+
+
+def frontend_text(sm: dict[str, Any]) -> str:
+    """The fit's front-end term, where it has one (``harness/calibrate.py``), and how it was measured."""
+    if "frontend_ttft_s" not in sm:
+        return ""
+    runs = sm["frontend_calibration"]["runs"]
+    return (f"; front end {sm['frontend_ttft_s'] * 1e3:.1f} ms added to every TTFT: the calibration's paced "
+            "run" + "s" * (len(runs) > 1) + " read TTFT P50 "
+            + ", ".join(f"{r['gpu_ttft_p50_ms']:.1f} ms on the GPU against {r['replay_ttft_p50_ms']:.1f} ms replayed "
+                        "with the step model alone" for r in runs))
+
+
+def fit_limit_facts(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> list[str]:
+    """What the calibration's steps could not teach its fit, from those steps: terms that rose
+    together in them (and those fitted below zero), and held-out budgets larger than the
+    calibration's, where its steps with prompt tokens stop. The step log is read where the fit
+    names it; without it, only what the fit file stores."""
+    logs = [res.folder.parent / e["path"] for e in sm["provenance"]["logs"]]  # paths from the project's root
+    x, y = step_model.fitted_steps(logs, sm["output_lag_steps"]) if all(map(Path.exists, logs)) else (None, None)
+    facts = []
+    if pairs := sm.get("correlated_terms") or (step_model.correlated_terms(x) if x is not None else []):
+        negative = [k for k, val in sm["coefficients"].items() if val < 0 and k != "prefill_in_graph"]
+        facts.append("In the calibration's steps " + ", ".join(f"{p['terms'][0]} and {p['terms'][1]} correlate at "
+                                                               f"r {p['r']:.3f}" for p in pairs)
+                     + ": the fit cannot tell such terms apart"
+                     + (f", and put {', '.join(negative)} below zero" if negative else "") + ".")
+    if x is None:  # the step log is not beside these results
+        return facts
+    prompt = (x[:, 4] > 0) & ~step_model.in_graph(x[:, 1], x[:, 2], sm.get("graph_tokens", step_model.GRAPH_TOKENS))
+    largest, middle = int(x[prompt, 1].max()), float(np.median(x[prompt, 1]))
+    calibrated = max((sm.get("host") or {}).get("token_budgets") or [largest])
+    if beyond := sorted({int(b) for b in v["budget"] if b > calibrated}):
+        below, above = (1e3 * float(np.median(y[prompt & side])) for side in (x[:, 1] <= middle, x[:, 1] > middle))
+        facts.append(f"Its steps with prompt tokens (above the graphs) carry at most {largest} of them, and take "
+                     f"{below:.1f} ms (median) at up to {middle:.0f} tokens and {above:.1f} ms above ({above / below - 1:+.0%}): "
+                     f"what steps at budget {', '.join(map(str, beyond))} cost lies outside the data.")
+    return facts

@@ -11,6 +11,7 @@ from harness.document import Block, bullets, heading
 from harness.results import BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, Results, load_label, span_text, task2_table
 from harness.rules import MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, below_pairs, chat_budget, kept_up, ratio, trend_verdict
 from harness.report.frontend import lift_rows, several_api_servers, task2_verdicts
+from harness.report.replay import other_host_summary
 from harness.report.slo import Sweep, capacity_fact, capacity_folders, transient_note
 from harness.report.task2 import THEORY
 from harness.report.task3 import handout_rate_answers, one_length_points, separations
@@ -55,6 +56,7 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps)
                   + (f" {note}" if (note := transient_note(sw.rows)) else "")
                   for r in caps[caps["strategy"] != "default"].to_dict("records")]
+    items += other_host_summary(res)
     lift = lift_rows(res)
     several = several_api_servers(lift) if not lift.empty else lift
     if not several.empty:
