@@ -3,7 +3,7 @@
     .venv/bin/python plot_results.py [--results results] [--pdf]
 
 Only reads result files, through the results layer (``harness/results.py``). Writes
-``<results>/tables.md``, ``<results>/<folder>_runs.csv`` (one row per run of each serving folder),
+``<results>/tables.md``, ``<results>/<folder>_runs.csv.xz`` (one row per run of each serving folder),
 ``<results>/figures/*.png`` and, through ``harness/report/``, ``REPORT.md`` (and ``report.pdf``
 with ``--pdf``). A task without results gets a sentence saying so, never invented numbers.
 Figures draw every run: hollow markers or dashed curves where the front end lagged.
@@ -12,6 +12,7 @@ Figures draw every run: hollow markers or dashed curves where the front end lagg
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,17 @@ def _lag_legend(ax: Any, **placement: Any) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
+    """The figure as a 256-colour palette PNG: line plots use a few colours, so the palette loses
+    nothing visible and the file (and report.pdf, which embeds it) is about a third the size,
+    which keeps results/ small enough to commit."""
+    from PIL import Image  # matplotlib's own dependency
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=100, format="png")
     plt.close(fig)
+    Image.open(buffer).convert("RGB").quantize(colors=256).save(path, optimize=True)
     return path
 
 
@@ -215,7 +223,7 @@ def main(argv: list[str]) -> int:
         parser.error(f"{args.results} is not a folder")
     res = Results.load(args.results)
     for name in res.serving:
-        res.folder_rows(name).to_csv(args.results / f"{name}_runs.csv", index=False)
+        res.folder_rows(name).to_csv(args.results / f"{name}_runs.csv.xz", index=False)  # pandas reads it as it is
     write_figures(res)
     for path in write_report(res, pdf=args.pdf):
         print(f"wrote {path}")

@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from harness import workloads  # noqa: E402
+from harness.provenance import COMPRESSED_RECORD_SUFFIX  # noqa: E402
 
 STEP_MODEL = Path("results/steplogs/qwen3-0.6b_api-4.fit.json")  # paths relative to the root, as files record them
 SLOS = ("ttft:500 tpot:50", "ttft:200 tpot:25")  # the lab's pair, and a tight one that binds
@@ -103,7 +104,7 @@ def replays(grid: Grid) -> list[tuple[Path, list[str], int]]:
                 for run in range(1, RUNS + 1):
                     seed = grid.seed + run if grid.seed_per_run else grid.seed
                     dataset = workloads.dataset_path(grid.folder / "datasets", grid.num_prompts, seed)
-                    path = grid.folder / f"{strategy}{settings_tag(load.settings)}_{load.name}_rate-{rate}_run-{run}.json"
+                    path = grid.folder / f"{strategy}{settings_tag(load.settings)}_{load.name}_rate-{rate}_run-{run}{COMPRESSED_RECORD_SUFFIX}"
                     flags = [*load.flags, *(["--dataset-path", str(dataset)] if load.heavy else []),
                              *(["--seed", str(seed), "--num-prompts", str(grid.num_prompts)] if grid.seed_per_run else []),
                              *(["--additional-config", json.dumps(dict(load.settings))] if load.settings else [])]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import lzma
 import os
 import platform
 import shlex
@@ -124,6 +125,24 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+COMPRESSED_RECORD_SUFFIX = ".json.xz"  # a simulated run's record: hundreds of them per screen, each mostly repeats
+
+
 def write_json_atomic(path: Path, data: dict[str, Any], indent: int | None = None) -> None:
-    """Write a result file atomically (``write_bytes_atomic``)."""
-    write_bytes_atomic(path, (json.dumps(data, indent=indent) + "\n").encode())
+    """Write a result file atomically (``write_bytes_atomic``), xz-compressed when its name ends
+    in ``.xz`` (``read_json`` reads both)."""
+    text = (json.dumps(data, indent=indent) + "\n").encode()
+    write_bytes_atomic(path, lzma.compress(text, preset=9) if path.suffix == ".xz" else text)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file, plain or xz-compressed (``write_json_atomic``)."""
+    raw = path.read_bytes()
+    return json.loads(lzma.decompress(raw) if path.suffix == ".xz" else raw)
+
+
+def record_paths(folder: Path) -> list[Path]:
+    """The JSON files of a results folder, plain and compressed, sorted by name."""
+    if not folder.is_dir():
+        return []
+    return sorted([*folder.glob("*.json"), *folder.glob("*" + COMPRESSED_RECORD_SUFFIX)], key=lambda p: p.name)

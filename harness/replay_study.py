@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.lab_metrics import slo_key  # noqa: E402
+from harness.provenance import COMPRESSED_RECORD_SUFFIX  # noqa: E402
 from harness.results import load_runs  # noqa: E402
 from harness.study_file import STUDY_FILE, Study, read_study, write_study  # noqa: E402
 
@@ -61,7 +62,7 @@ def main(argv: list[str]) -> int:
             raise SystemExit(f"{folder}: only random loads are replayed here (a heavy load needs its draw)")
         for i, run in enumerate(runs, 1):
             cfg = run.config
-            out = ns.out / f"{cfg.scheduler}_{cfg.workload}_mnbt-{cfg.budget_in_force}_rate-{cfg.rate_label}_run-{cfg.run}.json"
+            out = ns.out / f"{cfg.scheduler}_{cfg.workload}_mnbt-{cfg.budget_in_force}_rate-{cfg.rate_label}_run-{cfg.run}{COMPRESSED_RECORD_SUFFIX}"
             if out.exists():
                 print(f"[replay_study] {folder.name} {i}/{len(runs)}: {out.name} done, skipped", flush=True)
                 continue

@@ -24,6 +24,7 @@ import pandas as pd
 
 from harness.lab_metrics import (is_success, kept_indices, output_pace, parse_slo, read_detail, request_throughput,
                                  slo_attainment, slo_key)
+from harness.provenance import read_json, record_paths
 from harness.run_config import RunConfig
 from harness.strategies import RETIRED, STRATEGIES
 from harness.study_file import Study, StudyFileError, read_study
@@ -161,7 +162,7 @@ class Run:
     @classmethod
     def read(cls, path: Path) -> Run | None:
         """The run in ``path``; None for a JSON file that is not a serving run."""
-        data = json.loads(path.read_text())
+        data = read_json(path)
         if "summary" not in data or "config" not in data:
             return None
         return cls(path, data.get("meta") or {}, RunConfig.from_record(data["config"]), data["summary"], data["frontend"],
@@ -232,8 +233,7 @@ class Run:
 def load_runs(folder: Path) -> list[Run]:
     """Every run file in ``folder`` (sorted by name); none when the folder does not exist (a task
     not run yet)."""
-    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    return [run for run in map(Run.read, paths) if run is not None]
+    return [run for run in map(Run.read, record_paths(folder)) if run is not None]
 
 
 def capacity_tok_s(folder: Path, budget: int, machine_boot_id: str | None = None) -> float | None:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from harness.provenance import read_json, record_paths
 from harness.run_config import RunConfig
 
 STUDY_FILE = "study.json"
@@ -101,7 +102,7 @@ class Study:
                   replays_of: tuple[str, ...] = ()) -> Study:
         """The record of a folder of runs (a sweep's or replays'), its grid and hosts read from the
         run files' ``config`` and ``meta``; the question and roles are given."""
-        blocks = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if p.name != STUDY_FILE]
+        blocks = [read_json(p) for p in record_paths(folder) if p.name != STUDY_FILE]
         runs = [(RunConfig.from_record(b["config"]), b.get("meta") or {}) for b in blocks if "config" in b and "summary" in b]
         if not runs:
             raise StudyFileError(f"{folder}: no run files")

@@ -294,10 +294,16 @@ class StudyPlan:
 def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     """The plan with its load's rate taken from ``load.rate_from`` on this machine; the plan as it is
     without one, or once resolved (a study file holds the rate its runs used). Fails when the folder
-    holds no capacity run from this machine: that study runs first, in the same sitting."""
+    holds no capacity run from this machine: that study runs first, in the same sitting. A study
+    already begun keeps the rate its study file records."""
     source, load = plan.load.rate_from, plan.load
     if source is None or load.rate is not None:
         return plan
+    held = results / plan.results_folder / STUDY_FILE
+    if held.is_file():  # the study began: its runs keep the rate it resolved to, on whichever machine
+        rate = json.loads(held.read_text()).get("plan", {}).get("load", {}).get("rate")
+        if rate is not None:
+            return replace(plan, load=replace(load, rate=float(rate)))
     from harness.results import capacity_tok_s  # pandas: only where a plan needs it
 
     folder = results / source.results_folder

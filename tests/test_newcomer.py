@@ -220,3 +220,34 @@ def test_install_sh_stages_in_batches_checks_and_activates_a_bundle(tmp_path):
     assert activated.returncode == 0, activated.stdout + activated.stderr
     assert "[offline-gpu] vllm 0.26.0 ready" in activated.stdout
     assert "flashinfer=0" in activated.stdout
+
+
+def test_unpack_sh_keeps_a_study_folder_as_results_keeps_it(tmp_path):
+    """What device_study.sh brings back, unpacked: the run files as they came, the server log
+    without its per-request access lines (its own lines kept), the engine's control files gone,
+    every log xz-compressed and readable."""
+    study = tmp_path / "host" / "some_study"
+    (study / "logs").mkdir(parents=True)
+    (study / "mnbt-2048_rate-inf_run-1.json").write_text('{"summary": {}}\n')
+    (study / "logs" / "server.log").write_text(
+        "INFO 12-06 01:55:57 [api_server.py:1] Starting vLLM API server\n"
+        'INFO:     127.0.0.1:50000 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+        'INFO:     127.0.0.1:50001 - "GET /metrics HTTP/1.1" 200 OK\n'
+        "INFO 12-06 01:56:00 [launcher.py:100] Application startup complete.\n")
+    (study / "logs" / "steps.csv").write_text("prefill_tokens,step_time_us\n1024,9000\n")
+    for name in ("engine_stats.json", "budget_control.json", "server.json"):
+        (study / "logs" / name).write_text("{}")
+    tarball = tmp_path / "study.tar.xz"
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(study, arcname="some_study")
+    results = tmp_path / "results"
+    results.mkdir()
+    done = run(["bash", str(KIT / "unpack.sh"), str(tarball), str(results)])
+    assert done.returncode == 0, done.stderr
+    folder = results / "some_study"
+    assert (folder / "mnbt-2048_rate-inf_run-1.json").read_text() == '{"summary": {}}\n'
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == ["server.log.xz", "steps.csv.xz"]
+    log = subprocess.run(["xz", "-dc", str(folder / "logs" / "server.log.xz")], capture_output=True, text=True).stdout
+    assert log.splitlines() == ["INFO 12-06 01:55:57 [api_server.py:1] Starting vLLM API server",
+                                "INFO 12-06 01:56:00 [launcher.py:100] Application startup complete."]
+    assert run(["bash", str(KIT / "unpack.sh"), str(tmp_path / "missing.tar.xz"), str(results)]).returncode != 0

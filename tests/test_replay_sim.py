@@ -18,6 +18,7 @@ import my_scheduler as ms
 from harness import sched_engine as engine
 from harness import sched_sim as ss
 from harness import step_model
+from harness.provenance import read_json
 
 COEFFS = {"intercept": 0.003, "prefill_tokens": 4e-6, "decode_requests": 3e-5, "context_tokens": 2e-8}
 
@@ -289,10 +290,13 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
     replays = [name for name, study in studies.items() if study.kind == "replay"]
     paired = sorted({name for name in replays for name in studies[name].replays_of})  # as the report pairs them
     compared = [path for name in paired for path in (results / name).glob("*_run-*.json")]
-    assert len(compared) == 73  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12,
-    #                             task3_api-4_rate30_varlen 9, task2_api-4_inf_8192 6
-    for path in compared + [p for name in replays for p in (results / name).glob("*_run-*.json")]:
-        stored = json.loads(path.read_text())
+    assert len(compared) == 85  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12,
+    #                             task3_api-4_rate30_varlen 9, task2_api-4_inf_8192 6, task2_api-4_anchor_low 3,
+    #                             task2_api-4_near_saturation_low 9
+    replayed = [p for name in replays for p in (results / name).glob("*_run-*.json.xz")]
+    assert len(replayed) > len(compared)  # the replays are stored compressed
+    for path in compared + replayed:
+        stored = read_json(path)
         assert stored["config"]["warmup_fraction"] == stored["summary"]["warmup_fraction"] == default, path
     with pytest.raises(SystemExit):
         ss.main(["replay", "--strategy", "default", "--step-model", "f", "--out", "o", "--warmup-fraction", "1"])
@@ -453,7 +457,7 @@ def test_a_screen_replay_without_arrays_is_reproduced_with_its_stored_attainment
     from harness.results import Run
 
     root = Path(__file__).resolve().parent.parent
-    stored = json.loads((root / "results/replay_screen_api-4/sjf_varlen-0.9_rate-40_run-2.json").read_text())
+    stored = read_json(root / "results/replay_screen_api-4/sjf_varlen-0.9_rate-40_run-2.json.xz")
     fit = root / stored["step_model"]["file"]
     assert hashlib.sha256(fit.read_bytes()).hexdigest() == stored["step_model"]["sha256"]
     argv = shlex.split(stored["meta"]["command"])[2:]  # python sched_sim.py | replay ...

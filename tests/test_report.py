@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 
 import plot_results
-from harness import results as layer, rules
+from harness import results as layer, rules, step_model
 from harness.report import frontend, replay, slo, summary, task2, task3
 from harness.document import render_markdown
+from harness.provenance import read_json, record_paths
 from harness.study_file import Study, write_study
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -51,7 +52,7 @@ def test_report_from_the_committed_results(tmp_path):
     assert "dummy (random, real shapes)" in section(text, "## 1 Environment")
 
     # The front-end finding, counted straight from the files' frontend blocks.
-    runs = [r for r in (json.loads(p.read_text()) for p in sorted(results.glob("*/*.json")))
+    runs = [r for r in (read_json(p) for f in sorted(results.iterdir()) for p in record_paths(f))
             if "frontend" in r and not r.get("simulated")  # GPU runs: no fit file, no replay
             and r["config"]["task"] != "calibration"]  # a calibration's runs log steps, not a task's answers
     lagged = [r["frontend"]["token_gaps"]["completeness"] for r in runs if r["frontend"]["lagged"]]
@@ -106,7 +107,9 @@ def test_report_from_the_committed_results(tmp_path):
     study = [r for r in runs if (r["config"].get("study") or {}).get("name") == "task2-rate16"]
     assert len(study) == 15 and not any(r["frontend"]["lagged"] for r in study)
     itl = [r["summary"]["itl_ms"]["p99"] for r in study if r["config"]["token_budget"] == 512]
-    line = next(b for b in task2_text.splitlines() if b.startswith("- ITL P99 (theory: rises"))
+    lines = task2_text.splitlines()
+    rate16 = lines[next(i for i, b in enumerate(lines) if b.startswith("- task2_api-4_rate16:")):]
+    line = next(b for b in rate16 if b.startswith("- ITL P99 (theory: rises"))
     assert f"512: {min(itl):.1f}-{max(itl):.1f}" in line and "with the theory: 512 < 1024, 2048, 4096, 8192" in line
     assert ("For chat (rule: ITL P99 within 10% of the best budget's median, then the lowest TTFT P99): 512."
             in task2_text)
@@ -117,7 +120,7 @@ def test_report_from_the_committed_results(tmp_path):
     for link in ("figures/task2_A1_latency.png", "figures/task2_A2_throughput.png",
                  "figures/task3_3A_cdf_fixed_rate-40.png", "figures/task3_api-4_heavy_pareto.png"):
         assert f"]({link})" in text and (results / link).is_file()
-    assert (results / "task2_runs.csv").is_file() and (results / "task3_api-4_heavy_runs.csv").is_file()
+    assert (results / "task2_runs.csv.xz").is_file() and (results / "task3_api-4_heavy_runs.csv.xz").is_file()
 
     pdf = results / "report.pdf"
     assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size < 2 * 2**20
@@ -251,10 +254,10 @@ def test_replay_validation_recomputed_from_the_files():
     v = rules.replay_validation(layer.Results.load(RESULTS))
     v = v.set_index(["folder", "strategy", "workload", "rate", "metric"])
     checked = 0
-    for sim_path in sorted((RESULTS / "replay_api-4").glob("*_run-1.json")):
-        sim = json.loads(sim_path.read_text())
+    for sim_path in sorted((RESULTS / "replay_api-4").glob("*_run-1.json.xz")):
+        sim = read_json(sim_path)
         cfg = sim["config"]
-        replays = [json.loads(p.read_text()) for p in sorted(sim_path.parent.glob(sim_path.name.replace("run-1", "run-*")))]
+        replays = [read_json(p) for p in sorted(sim_path.parent.glob(sim_path.name.replace("run-1", "run-*")))]
         assert len(replays) == 3 and len({r["simulation"]["residual_seed"] for r in replays}) == 3
         assert sim["simulated"] and sim["step_model"]["provenance"]["logs"][0]["path"].endswith("_sjf.csv.xz")
         for folder in ("task2_api-4", "task3_api-4"):
@@ -290,9 +293,18 @@ def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
             and f"{paced['gpu_ttft_p50_ms']:.1f} ms on the GPU against {paced['replay_ttft_p50_ms']:.1f} ms" in text)
     assert "decode_requests and context_tokens correlate at r 0.999" in text
     assert "carry at most 2046 of them" in text and "what steps at budget 8192 cost lies outside the data" in text
-    assert text.count("Held out on another machine: NVIDIA H100") == 2
+    assert text.count("Held out on another machine: NVIDIA H100") == 3
     lines = replay.other_host_summary(res)
-    assert len(lines) == 2 and all("budget 8192" in line and "at 30 req/s" in line for line in lines)
+    first = [line for line in lines if "7bb362be" in line]
+    assert len(lines) == 3 and len(first) == 2
+    assert all("budget 8192" in line and "at 30 req/s" in line for line in first)
+    # The second machine's fit (budgets 2048 and 8192) against held-out budgets below them: how few
+    # of its steps with prompt tokens are as small as budget 512's, counted from its step log.
+    fit2 = json.loads((RESULTS / "steplogs/qwen3-0.6b_api-4_h100-05d7de6c_budgets.fit.json").read_text())
+    x, _ = step_model.fitted_steps([RESULTS.parent / e["path"] for e in fit2["provenance"]["logs"]], fit2["output_lag_steps"])
+    prompt = x[:, 4] > 0
+    assert (f"{int((prompt & (x[:, 1] <= 512)).sum())} of the calibration's {int(prompt.sum())} such steps do"
+            in text.split("qwen3-0.6b_api-4_h100-05d7de6c_budgets.fit.json", 1)[1])
 
 
 def test_simulated_screen_capacity_recomputed_from_the_files():
@@ -300,8 +312,8 @@ def test_simulated_screen_capacity_recomputed_from_the_files():
     the replays per rate, straight from the committed files, linear between the last rate that
     meets 90% and the next; the report's section states it, marked simulated."""
     by_rate: dict[float, list[float]] = {}
-    for path in sorted((RESULTS / layer.Results.load(RESULTS).one_with_role("screen")).glob("default_fixed_*.json")):
-        run = json.loads(path.read_text())  # the attainment each replay stores (no arrays kept)
+    for path in sorted((RESULTS / layer.Results.load(RESULTS).one_with_role("screen")).glob("default_fixed_*.json.xz")):
+        run = read_json(path)  # the attainment each replay stores (no arrays kept)
         assert run["simulated"] and run["config"]["goodput"] == "ttft:500 tpot:50"
         by_rate.setdefault(float(run["config"]["rate"]), []).append(
             run["summary"]["slo_attainment"]["ttft:200 tpot:25"]["attainment"])
@@ -402,8 +414,8 @@ def test_held_out_budgets_compare_each_replay_with_the_gpu_median():
     of its budget, recomputed from the files; the two orders of the budgets as they come out."""
     _, per_budget = budget_sweep_at_rate_inf()
     sim = {}
-    for path in (RESULTS / layer.Results.load(RESULTS).one_with_role("budget-replays")).glob("*_run-*.json"):
-        run = json.loads(path.read_text())
+    for path in (RESULTS / layer.Results.load(RESULTS).one_with_role("budget-replays")).glob("*_run-*.json.xz"):
+        run = read_json(path)
         assert run["simulated"] and run["config"]["rate"] == "inf"
         sim[run["config"]["server_params"]["max_num_batched_tokens"]] = run["summary"]["output_throughput_tok_s"]
     both = sorted(set(sim) & set(per_budget))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import sched_sim as ss
+from harness.provenance import read_json
 from harness.run_config import RunConfig, cli_flags, parse_rate, rate_label
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def committed_blocks() -> list[tuple[Path, dict]]:
     blocks = []
-    for path in sorted((ROOT / "results").rglob("*.json")):
-        data = json.loads(path.read_text())
+    for path in sorted([*(ROOT / "results").rglob("*.json"), *(ROOT / "results").rglob("*.json.xz")]):
+        data = read_json(path)
         if isinstance(data, dict) and "config" in data and "summary" in data:
             blocks.append((path, data["config"]))
     return blocks

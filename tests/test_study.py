@@ -148,6 +148,7 @@ def test_committed_studies_still_open_under_todays_plan_type():
     for path in sorted((ROOT / "experiments").glob("*.json")):
         plan_ = study_plan.StudyPlan.read(path)
         if (ROOT / "results" / plan_.results_folder / study_plan.STUDY_FILE).exists():
+            plan_ = study_plan.resolve_rate(plan_, ROOT / "results")  # a begun study: the rate it recorded
             study_plan.open_study(plan_, ROOT / "results" / plan_.results_folder)
             opened += 1
     assert opened >= 3

@@ -293,9 +293,10 @@ def frontend_text(sm: dict[str, Any]) -> str:
 
 def fit_limit_facts(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> list[str]:
     """What the calibration's steps could not teach its fit, from those steps: terms that rose
-    together in them (and those fitted below zero), and held-out budgets larger than the
-    calibration's, where its steps with prompt tokens stop. The step log is read where the fit
-    names it; without it, only what the fit file stores."""
+    together in them (and those fitted below zero), held-out budgets larger than the
+    calibration's, where its steps with prompt tokens stop, and smaller ones, whose steps few of
+    the calibration's resemble. The step log is read where the fit names it; without it, only
+    what the fit file stores."""
     logs = [res.folder.parent / e["path"] for e in sm["provenance"]["logs"]]  # paths from the project's root
     x, y = step_model.fitted_steps(logs, sm["output_lag_steps"]) if all(map(Path.exists, logs)) else (None, None)
     facts = []
@@ -315,4 +316,12 @@ def fit_limit_facts(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> list[s
         facts.append(f"Its steps with prompt tokens (above the graphs) carry at most {largest} of them, and take "
                      f"{below:.1f} ms (median) at up to {middle:.0f} tokens and {above:.1f} ms above ({above / below - 1:+.0%}): "
                      f"what steps at budget {', '.join(map(str, beyond))} cost lies outside the data.")
+    smallest = min((sm.get("host") or {}).get("token_budgets") or [largest])
+    with_prompt = x[:, 4] > 0
+    for budget in sorted({int(b) for b in v["budget"] if b < smallest}):
+        fits = with_prompt & (x[:, 1] <= budget)
+        facts.append(f"At budget {budget}, below the calibration's {smallest}, every step with prompt tokens carries at "
+                     f"most {budget} of them; {int(fits.sum())} of the calibration's {int(with_prompt.sum())} such steps do"
+                     + (f" (median {1e3 * float(np.median(y[fits])):.1f} ms)" if fits.any() else "")
+                     + ": the fit's cost of those steps rests on them.")
     return facts

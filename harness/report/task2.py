@@ -125,6 +125,8 @@ def task2_answers(rows: pd.DataFrame, steps: dict[str, Any] | None = None,
             line += (f" Chat rule (ITL P99 within {CHAT_ITL_TOLERANCE:.0%} of the best budget's, then "
                      f"the lowest TTFT P99): {chat_budget(med)}.")
         facts.append(line)
+    if contrast := load_contrast_fact(rows):
+        facts.append(contrast)
     facts += flag_check_facts(rows)
     if rows["lagged"].any():
         facts.append(lag_sentence(rows, "the Task 2 runs that lagged")
@@ -160,6 +162,31 @@ def anchored_capacity_fact(rows: pd.DataFrame, handout: str | None) -> str | Non
     return (f"Every budget against {ANCHOR_BUDGET} measured beside it on the same machine (median throughput "
             f"at rate inf, one client; machines differ, so studies on different machines join only through "
             f"this ratio): {'; '.join(texts)}.")
+
+
+def load_contrast_fact(rows: pd.DataFrame) -> str | None:
+    """How the budget's trade-off changes with the load: each paced study whose runs kept up,
+    its budgets' median TTFT P99 and ITL P99 as multiples of budget 2048's in the same study
+    (same machine, same sitting), lightest load first. Ratios, because the studies ran on
+    different machines. None unless two such studies at different rates hold 2048 and 3 budgets."""
+    paced = kept_up(rows[rows["rate"] != "inf"])
+    studies = []
+    for (folder, rate), part in paced.groupby(["folder", "rate"], sort=False):
+        if ANCHOR_BUDGET in set(part[BUDGET]) and part[BUDGET].nunique() >= 3:
+            studies.append((float(rate), folder, part.groupby(BUDGET)[["TTFT P99 (ms)", "ITL P99 (ms)"]].median()))
+    if len({rate for rate, _, _ in studies}) < 2:
+        return None
+    texts = []
+    for rate, folder, med in sorted(studies, key=lambda s: s[0]):
+        anchor = med.loc[ANCHOR_BUDGET]
+        ratio = lambda col: ", ".join(f"{b} {med.loc[b, col] / anchor[col]:.2f}x"  # noqa: E731
+                                      for b in med.index if b != ANCHOR_BUDGET)
+        texts.append(f"at {rate:g} req/s ({folder}; {gpu_text(paced.loc[paced['folder'] == folder, 'gpu'])}): "
+                     f"TTFT P99 {ratio('TTFT P99 (ms)')}; ITL P99 {ratio('ITL P99 (ms)')}")
+    return (f"The same trade-off as the load rises, each budget's median against budget {ANCHOR_BUDGET}'s in the "
+            f"same study (runs that kept up; 1.00x: no different from {ANCHOR_BUDGET}): " + "; ".join(texts)
+            + ". The studies ran on different machines, so only these ratios, not the milliseconds, compare "
+              "across them.")
 
 
 THEORY = {"TTFT": False, "ITL": True}  # the handout's expectation: TTFT falls, ITL rises with the budget

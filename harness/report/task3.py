@@ -220,5 +220,5 @@ def task3_section(res: Results) -> list[Block]:
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
                        f"{failed} requests timed out or failed over all Task 3 runs (per run in "
-                       "`task3_runs.csv`); they stay in the percentiles, failures as +inf."))
+                       "`task3_runs.csv.xz`); they stay in the percentiles, failures as +inf."))
     return blocks
