@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -60,8 +61,7 @@ def frontend_ttft(folder: Path, fit_file: Path, blocks: int | None) -> dict[str,
                 raise RuntimeError(f"the replay of {run.path} failed")
             points.append({"run": str(run.path), "gpu_ttft_p50_ms": run.summary["ttft_ms"]["p50"],
                            "replay_ttft_p50_ms": json.loads(out.read_text())["summary"]["ttft_ms"]["p50"]})
-    gaps = sorted(p["gpu_ttft_p50_ms"] - p["replay_ttft_p50_ms"] for p in points)
-    median_ms = gaps[len(gaps) // 2] if len(gaps) % 2 else (gaps[len(gaps) // 2 - 1] + gaps[len(gaps) // 2]) / 2
+    median_ms = statistics.median(p["gpu_ttft_p50_ms"] - p["replay_ttft_p50_ms"] for p in points)
     return {"frontend_ttft_s": max(0.0, median_ms / 1e3), "frontend_calibration": {
         "method": "TTFT P50 of each paced GPU run less its replay's (step model only), median over runs",
         "runs": points}}

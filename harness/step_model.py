@@ -119,8 +119,8 @@ def correlated_terms(x: np.ndarray, threshold: float = 0.9) -> list[dict[str, An
 
 def fitted_steps(logs: list[Path], lag: int) -> tuple[np.ndarray, np.ndarray]:
     """(regressors, seconds) of every log's steps at one output lag, as ``fit`` used them."""
-    x, y = (np.concatenate(parts) for parts in zip(*(aligned(read_step_log(path), lag) for path in logs)))
-    return x, y
+    x, y = zip(*(aligned(read_step_log(path), lag) for path in logs))
+    return np.concatenate(x), np.concatenate(y)
 
 
 def fit(logs: list[Path], gpu: str, model: str, nonnegative: bool = False) -> dict[str, Any]:

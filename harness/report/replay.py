@@ -165,6 +165,13 @@ def cells_by_fit(res: Results, v: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return dict(tuple(v.groupby(v["replay folder"].map(lambda name: fit_file(res, name)), sort=False)))
 
 
+def fit_and_gpu(res: Results, v: pd.DataFrame) -> tuple[dict[str, Any], str]:
+    """The step model that made the replays in ``v`` (as their records hold it) and its host's GPU."""
+    sm = next(r.sim["step_model"] for name in v["replay folder"].unique() for r in res.serving[name])
+    gpu = " / ".join(g.get("name", "?") for g in (sm.get("host") or {}).get("gpu", []))
+    return sm, gpu
+
+
 def other_host_summary(res: Results) -> list[str]:
     """Section 7's line per fit of another machine: its held-out errors, paced and at rate inf."""
     v_all = replay_validation(res)
@@ -174,8 +181,7 @@ def other_host_summary(res: Results) -> list[str]:
     by_fit.pop(fit_file(res, res.with_role("replay-validation")[0]))
     lines = []
     for fit, v in by_fit.items():
-        sm = next(r.sim["step_model"] for name in v["replay folder"].unique() for r in res.serving[name])
-        gpu = " / ".join(g.get("name", "?") for g in (sm.get("host") or {}).get("gpu", []))
+        _, gpu = fit_and_gpu(res, v)
         paced, flat_out = v[v["rate"] != "inf"], v[(v["rate"] == "inf") & (v["metric"] == THROUGHPUT)]
         parts = [f"{unit_less(metric)} {paced.loc[paced['metric'] == metric, 'error'].min():+.0%} to "
                  f"{paced.loc[paced['metric'] == metric, 'error'].max():+.0%}"
@@ -260,9 +266,9 @@ def replay_section(res: Results) -> list[Block]:
 def other_host_blocks(res: Results, fit: str, v: pd.DataFrame) -> list[Block]:
     """A calibration on another machine, checked on that machine's runs that its fit did not see:
     the fit's host and terms, each held-out point's error, and the goals."""
-    sm = next(r.sim["step_model"] for name in v["replay folder"].unique() for r in res.serving[name])
+    sm, gpu = fit_and_gpu(res, v)
     host = sm.get("host") or {}
-    gpu = " / ".join(g.get("name", "?") for g in host.get("gpu", [])) or "GPU not recorded"
+    gpu = gpu or "GPU not recorded"
     wide = error_table(v, mark_outside_range=False)
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
     rank = replay_ranking(v)
@@ -308,16 +314,16 @@ def fit_limit_facts(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> list[s
                      + (f", and put {', '.join(negative)} below zero" if negative else "") + ".")
     if x is None:  # the step log is not beside these results
         return facts
-    prompt = (x[:, 4] > 0) & ~step_model.in_graph(x[:, 1], x[:, 2], sm.get("graph_tokens", step_model.GRAPH_TOKENS))
+    with_prompt = x[:, 4] > 0
+    prompt = with_prompt & ~step_model.in_graph(x[:, 1], x[:, 2], sm.get("graph_tokens", step_model.GRAPH_TOKENS))
     largest, middle = int(x[prompt, 1].max()), float(np.median(x[prompt, 1]))
-    calibrated = max((sm.get("host") or {}).get("token_budgets") or [largest])
-    if beyond := sorted({int(b) for b in v["budget"] if b > calibrated}):
+    budgets = (sm.get("host") or {}).get("token_budgets") or [largest]
+    if beyond := sorted({int(b) for b in v["budget"] if b > max(budgets)}):
         below, above = (1e3 * float(np.median(y[prompt & side])) for side in (x[:, 1] <= middle, x[:, 1] > middle))
         facts.append(f"Its steps with prompt tokens (above the graphs) carry at most {largest} of them, and take "
                      f"{below:.1f} ms (median) at up to {middle:.0f} tokens and {above:.1f} ms above ({above / below - 1:+.0%}): "
                      f"what steps at budget {', '.join(map(str, beyond))} cost lies outside the data.")
-    smallest = min((sm.get("host") or {}).get("token_budgets") or [largest])
-    with_prompt = x[:, 4] > 0
+    smallest = min(budgets)
     for budget in sorted({int(b) for b in v["budget"] if b < smallest}):
         fits = with_prompt & (x[:, 1] <= budget)
         facts.append(f"At budget {budget}, below the calibration's {smallest}, every step with prompt tokens carries at "
