@@ -10,7 +10,7 @@
 set -euo pipefail
 TARBALL="${1:?usage: unpack.sh STUDY_TAR_XZ [RESULTS_DIR]}"
 RESULTS="${2:-$(dirname "${BASH_SOURCE[0]}")/../results}"
-folder=$(tar -tJf "$TARBALL" | head -1 | cut -d/ -f1)
+folder=$(tar -tJf "$TARBALL" | awk -F/ 'NR == 1 {print $1}')  # awk reads it all: head would end tar with SIGPIPE
 [ -n "$folder" ] || { echo "[unpack] $TARBALL holds no folder" >&2; exit 2; }
 tar -C "$RESULTS" -xJf "$TARBALL"
 logs="$RESULTS/$folder/logs"
