@@ -64,8 +64,12 @@ from harness.study_file import STUDY_FILE  # noqa: E402
 from harness.study_plan import (PlannedRun, StudyPlan, class_in_force, note_host,  # noqa: E402
                                 open_study, resolve_rate)
 
-EXPECTED_OVERHEAD_S = 15.0  # a run's wall time beyond its arrival window (measured 8-14 s), planned for by --until-s
-RATE_INF_RUN_S = 120.0  # what --until-s plans for a rate-inf run (no arrival window to go by)
+# What --until-s plans for a run's wall time beyond its arrival window: measured 8-14 s for 1000
+# prompts, 20-24 s for 3000 (the client draws its random prompts first, about 6 ms each).
+EXPECTED_OVERHEAD_S, EXPECTED_OVERHEAD_S_PER_PROMPT = 5.0, 0.007
+# A rate-inf run has no arrival window to go by: 11 s for 400 prompts, 25-40 s for 1000 on an H100
+# or H200 at budgets 2048-8192; planned as this much a prompt (budget 512 runs slower).
+RATE_INF_RUN_S_PER_PROMPT = 0.06
 STARTUP_TIMEOUT_S = 900.0
 
 
@@ -335,7 +339,11 @@ def log_run(run: PlannedRun, record: dict[str, Any], total: int) -> None:
 
 # ---- The command --------------------------------------------------------------------------------
 def expected_run_s(plan: StudyPlan, run: PlannedRun) -> float:
-    return RATE_INF_RUN_S if run.rate is None else plan.load.num_prompts / run.rate + EXPECTED_OVERHEAD_S
+    """The wall time --until-s plans for ``run``: its arrival window and the client's overhead."""
+    prompts = plan.load.num_prompts
+    if run.rate is None:
+        return prompts * RATE_INF_RUN_S_PER_PROMPT
+    return prompts / run.rate + EXPECTED_OVERHEAD_S + prompts * EXPECTED_OVERHEAD_S_PER_PROMPT
 
 
 def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server: bool, dry_run: bool,

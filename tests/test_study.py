@@ -108,8 +108,11 @@ def test_rate_arms_run_at_their_own_rate_and_the_load_s_otherwise():
     assert {r.file_name for r in runs if r.round == 1} == {"mnbt-2048_rate-inf_run-1.json",
                                                           "mnbt-2048_rate-30_run-1.json"}
     at_30 = next(r for r in runs if r.rate == 30)
-    assert study.expected_run_s(two, at_30) == two.load.num_prompts / 30 + study.EXPECTED_OVERHEAD_S
-    assert study.expected_run_s(two, next(r for r in runs if r.rate is None)) == study.RATE_INF_RUN_S
+    prompts = two.load.num_prompts
+    assert study.expected_run_s(two, at_30) == pytest.approx(
+        prompts / 30 + study.EXPECTED_OVERHEAD_S + prompts * study.EXPECTED_OVERHEAD_S_PER_PROMPT)
+    assert study.expected_run_s(two, next(r for r in runs if r.rate is None)) == pytest.approx(
+        prompts * study.RATE_INF_RUN_S_PER_PROMPT)
     argv = study.bench_argv(two, at_30, "m", "http://x")
     assert argv[argv.index("--request-rate") + 1] == "30"
     assert "rate" not in study_plan.study_record(plan())["order"][0]  # the load's rate: not repeated per run
