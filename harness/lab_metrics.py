@@ -60,17 +60,14 @@ MIN_PACE_WINDOW_S = 1.0  # an arrival window shorter than this has no pace to ke
 # Compact storage of per-request arrays
 # --------------------------------------------------------------------------------------------
 DETAIL_SUFFIX = ".requests.npz.xz"
-DETAIL_FORMAT = 2  # 1: ITLs as int32 microseconds; 2: chunk arrival times quantized (below)
-ITL_RESOLUTION_US = 50
-# A run of more requests than this keeps its arrival times to twice the step: a 3000-request run
-# near saturation (ITLs of 6-30 ms) then takes 0.3 MB rather than 0.4 MB, and no ITL moves by
-# more than 0.1 ms.
-LONG_RUN_REQUESTS, LONG_RUN_ITL_RESOLUTION_US = 2000, 100
-
-
-def itl_resolution_us(num_requests: int) -> int:
-    """The step a run's chunk arrival times are kept to (``pack_detail``)."""
-    return LONG_RUN_ITL_RESOLUTION_US if num_requests > LONG_RUN_REQUESTS else ITL_RESOLUTION_US
+# 1: ITLs and TTFTs as integer microseconds; 2: chunk arrival times quantized (below), TTFTs and
+# start times as float64; 3: as 2, with TTFTs and start times as integer microseconds and every
+# run's arrivals to 100 us, and the bound on each stored arrival's error recorded.
+DETAIL_FORMAT = 3
+# The step chunk arrival times are kept to: ITLs on the GPU are 4-60 ms, so no ITL moves by more
+# than 0.1 ms (every summary percentile in a result file was computed at run time from exact times).
+ITL_RESOLUTION_US = 100
+ARRIVAL_ERROR_KEY = "arrival_error_us"  # in unpack_detail's answer: the bound on each arrival's error
 
 
 def quantized_gap_ticks(gaps_s: list[float], step_us: int = ITL_RESOLUTION_US) -> np.ndarray:
@@ -84,56 +81,82 @@ def quantized_gap_ticks(gaps_s: list[float], step_us: int = ITL_RESOLUTION_US) -
     return np.diff(arrivals, prepend=0.0).astype(np.int64)
 
 
-def pack_detail(client: dict[str, Any]) -> bytes:
+def microseconds(values_s: list[float | None]) -> np.ndarray:
+    """Seconds as whole microseconds (a missing value as 0): exact to 0.5 us, and a third of the
+    float64's size once compressed."""
+    return np.rint(np.array([v or 0.0 for v in values_s], dtype=np.float64) * 1e6).astype(np.int64)
+
+
+def pack_detail(client: dict[str, Any], arrival_error_us: float | None = None) -> bytes:
     """Per-request arrays as an xz-compressed ``.npz`` (format ``DETAIL_FORMAT``).
 
-    Chunk arrival times are kept to ``itl_resolution_us`` (50 us, 100 us for a run of more than
-    2000 requests; ``quantized_gap_ticks``), as
-    int32 ticks (2**31 of them: 29 hours) with per-request offsets; TTFTs and start times stay
-    exact. Why not exact ITLs: the results folder must stay under 30 MB over well over a hundred
-    runs, and exact ITLs (hundreds of thousands a run) were 9/10 of it. The per-request arrays
-    serve figures and recomputation; every summary percentile in a result file was computed at
-    run time from full-precision data. The file records its resolution (``itl_resolution_us``).
+    Chunk arrival times are kept to ``ITL_RESOLUTION_US`` (``quantized_gap_ticks``) as int32 ticks
+    (2**31 of them: 59 hours) with per-request offsets; TTFTs to the microsecond, start times to
+    the microsecond as differences from the previous request's (which compress to a third).
+    ``arrival_error_us``: the bound on each stored arrival time's error, recorded in the file; half
+    a step for exact input, more when ``client`` was itself read from a coarser file
+    (``repack_detail``). Why not exact times: the results folder must stay under 30 MB over well
+    over a hundred runs, and exact ITLs (hundreds of thousands a run) were 9/10 of it.
     """
     itls = client["itls"]
-    step_us = itl_resolution_us(len(itls))
-    ticks = [quantized_gap_ticks(row, step_us) for row in itls]
+    ticks = [quantized_gap_ticks(row) for row in itls]
     flat = np.concatenate(ticks) if ticks else np.zeros(0, dtype=np.int64)
+    start_us = microseconds(client["start_times"])
     buffer = io.BytesIO()
     np.savez(
         buffer,
         format_version=np.int32(DETAIL_FORMAT),
-        itl_resolution_us=np.int32(step_us),
-        ttfts=np.array([t or 0.0 for t in client["ttfts"]], dtype=np.float64),
+        itl_resolution_us=np.int32(ITL_RESOLUTION_US),
+        arrival_error_us=np.float64(ITL_RESOLUTION_US / 2 if arrival_error_us is None else arrival_error_us),
+        ttft_us=microseconds(client["ttfts"]),
         itl_ticks=flat.astype(np.int32),
         itl_offsets=np.cumsum([0] + [len(row) for row in itls], dtype=np.int64),
         input_lens=np.array(client["input_lens"], dtype=np.int32),
         output_lens=np.array(client["output_lens"], dtype=np.int32),
-        start_times=np.array(client["start_times"], dtype=np.float64),
+        start_step_us=np.diff(start_us, prepend=0),
         errors=np.array([e or "" for e in client["errors"]], dtype=np.str_),
     )
     return lzma.compress(buffer.getvalue(), preset=9)
 
 
 def unpack_detail(packed: bytes) -> dict[str, Any]:
-    """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them (ITLs to
-    the file's resolution). Also reads format 1 (no ``format_version``: ITLs and TTFTs as
-    integer microseconds), which runs made before format 2 have."""
+    """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them (to the
+    file's resolution), and ``ARRIVAL_ERROR_KEY``. Also reads formats 1 (ITLs and TTFTs as integer
+    microseconds) and 2 (TTFTs and start times as float64), which earlier runs have."""
     data = np.load(io.BytesIO(lzma.decompress(packed)))
     offsets = data["itl_offsets"]
-    if "format_version" in data:
-        itl = data["itl_ticks"] * (int(data["itl_resolution_us"]) / 1e6)
-        ttfts = data["ttfts"]
+    version = int(data["format_version"]) if "format_version" in data else 1
+    if version == 1:
+        itl, ttfts, starts, error_us = data["itl_us"] / 1e6, data["ttft_us"] / 1e6, data["start_times"], 0.5
     else:
-        itl, ttfts = data["itl_us"] / 1e6, data["ttft_us"] / 1e6
+        itl = data["itl_ticks"] * (int(data["itl_resolution_us"]) / 1e6)
+        if version == 2:
+            ttfts, starts, error_us = data["ttfts"], data["start_times"], int(data["itl_resolution_us"]) / 2
+        else:
+            ttfts, error_us = data["ttft_us"] / 1e6, float(data["arrival_error_us"])
+            starts = np.cumsum(data["start_step_us"]) / 1e6
     return {
         "ttfts": ttfts.tolist(),
         "itls": [itl[offsets[i]:offsets[i + 1]].tolist() for i in range(len(offsets) - 1)],
         "input_lens": data["input_lens"].tolist(),
         "output_lens": data["output_lens"].tolist(),
-        "start_times": data["start_times"].tolist(),
+        "start_times": starts.tolist(),
         "errors": data["errors"].tolist(),
+        ARRIVAL_ERROR_KEY: error_us,
     }
+
+
+def repack_detail(packed: bytes) -> bytes:
+    """A stored file in the current format. Arrival times already on a multiple of the current
+    step keep their error bound; others (a 50 us file) are rounded again, and the bound grows by
+    half a step (75 us for a 50 us file), which the new file records."""
+    data = np.load(io.BytesIO(lzma.decompress(packed)))
+    client = unpack_detail(packed)
+    old_step_us = int(data["itl_resolution_us"]) if "itl_resolution_us" in data else 1
+    error_us = client.pop(ARRIVAL_ERROR_KEY)
+    if old_step_us % ITL_RESOLUTION_US:
+        error_us += ITL_RESOLUTION_US / 2
+    return pack_detail(client, error_us)
 
 
 def detail_path(result_path: Path) -> Path:

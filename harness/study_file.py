@@ -64,6 +64,7 @@ class Study:
     roles: tuple[str, ...] = ()
     replays_of: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
+    planned_runs: int | None = None  # a study plan's runs, done or not (None: a sweep's or replays')
 
     def __post_init__(self) -> None:
         bad = ([f"kind {self.kind!r} not in {KINDS}"] * (self.kind not in KINDS)
@@ -73,7 +74,9 @@ class Study:
             raise StudyFileError("; ".join(bad))
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """As a study file holds it; a sweep's or replays' (no plan) writes no ``planned_runs``."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+                if not (k == "planned_runs" and v is None)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Study:
@@ -95,7 +98,8 @@ class Study:
                    tuple(sorted({arm.token_budget for arm in plan.arms})), (plan.load.workload,),
                    tuple(dict.fromkeys(run.rate_label for run in plan.order())), tuple(sorted(set(runs.values()))),
                    hosts=tuple(dict.fromkeys(h["machine_boot_id"] for h in record.get("hosts", [])
-                                             if h.get("machine_boot_id"))))
+                                             if h.get("machine_boot_id"))),
+                   planned_runs=len(plan.order()))
 
     @classmethod
     def from_runs(cls, folder: Path, question: str, roles: tuple[str, ...] = (),

@@ -7,6 +7,7 @@ dry-run anywhere; ``harness/study.py`` runs it.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from dataclasses import asdict, dataclass, fields, replace
@@ -94,6 +95,9 @@ class LoadSpec:
     range_ratio: float = 0.0  # input lengths uniform in [1-R, 1+R] x input_len
     burstiness: float = 1.0  # 1: Poisson arrivals
     rate_from: RateFrom | None = None  # the rate, from a capacity measured on this machine
+    # With rate_from: num_prompts is raised (in hundreds) to give at least this many seconds of
+    # arrivals at the resolved rate, since a faster machine gets a higher rate.
+    min_arrival_s: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.rate_from, dict):
@@ -123,6 +127,9 @@ class LoadSpec:
         if self.rate_from is not None and (self.dataset != "random" or not 0 < self.rate_from.share <= 1):
             raise ValueError("load.rate_from: a random dataset (its output length converts the capacity to "
                              "requests/s) and a share in (0, 1]")
+        if self.min_arrival_s is not None and (self.rate_from is None or self.min_arrival_s <= 0):
+            raise ValueError("load.min_arrival_s: a positive number of seconds, with load.rate_from (at a "
+                             "fixed rate, num_prompts says it)")
 
     def params(self) -> dict[str, Any]:
         """The ``vllm bench serve`` flags that shape the load, by name (``bench_params``); a heavy
@@ -294,16 +301,18 @@ class StudyPlan:
 def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     """The plan with its load's rate taken from ``load.rate_from`` on this machine; the plan as it is
     without one, or once resolved (a study file holds the rate its runs used). Fails when the folder
-    holds no capacity run from this machine: that study runs first, in the same sitting. A study
-    already begun keeps the rate its study file records."""
+    holds no capacity run from this machine: that study runs first, in the same sitting. With
+    ``load.min_arrival_s``, the number of prompts grows to that many seconds at the rate. A study
+    already begun keeps the rate and prompts its study file records."""
     source, load = plan.load.rate_from, plan.load
     if source is None or load.rate is not None:
         return plan
     held = results / plan.results_folder / STUDY_FILE
-    if held.is_file():  # the study began: its runs keep the rate it resolved to, on whichever machine
-        rate = json.loads(held.read_text()).get("plan", {}).get("load", {}).get("rate")
-        if rate is not None:
-            return replace(plan, load=replace(load, rate=float(rate)))
+    if held.is_file():  # the study began: its runs keep the rate (and prompts) it resolved to, on any machine
+        recorded = json.loads(held.read_text()).get("plan", {}).get("load", {})
+        if recorded.get("rate") is not None:
+            return replace(plan, load=replace(load, rate=float(recorded["rate"]),
+                                              num_prompts=int(recorded.get("num_prompts", load.num_prompts))))
     from harness.results import capacity_tok_s  # pandas: only where a plan needs it
 
     folder = results / source.results_folder
@@ -312,7 +321,11 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
         raise HarnessError(f"load.rate_from: {folder} holds no capacity run from this machine (vLLM's policy, "
                            f"budget {source.token_budget}, rate inf, one client); run the study that measures it "
                            "first, on this machine")
-    return replace(plan, load=replace(load, rate=round(source.share * capacity / load.output_len, 1)))
+    rate = round(source.share * capacity / load.output_len, 1)
+    prompts = load.num_prompts
+    if load.min_arrival_s is not None:
+        prompts = max(prompts, math.ceil(rate * load.min_arrival_s / 100) * 100)
+    return replace(plan, load=replace(load, rate=rate, num_prompts=prompts))
 
 
 # ---- The results folder -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ UNTIL_S="${1:?usage: device_chain.sh UNTIL_S PLAN [PLAN ...]}"
 shift
 [ "$#" -gt 0 ] || { echo "usage: device_chain.sh UNTIL_S PLAN [PLAN ...]" >&2; exit 2; }
 : "${OUT:?OUT is not set: this runs under the device tool, which sets it}"
-DONE_LIST=/root/lab3-results/.chain-done  # plans that finished on this machine
+DONE_LIST="${LAB3_CHAIN_DONE:-/root/lab3-results/.chain-done}"  # plans that finished on this machine
 MIN_START_S=200
 
 for plan in "$@"; do

@@ -27,7 +27,8 @@ from harness import run_record as rr
 from harness import rules
 from harness import serve_bench as sb
 from harness import server as srv
-from harness.lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check, pack_detail, parse_slo,
+from harness.lab_metrics import (ARRIVAL_ERROR_KEY, DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check,
+                         pack_detail, parse_slo, quantized_gap_ticks, repack_detail,
                          read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
                          write_run)
 
@@ -230,35 +231,65 @@ def _arrivals_error_s(got: list[float], want: list[float]) -> float:
 
 
 def test_packed_detail_round_trips_to_the_stated_resolution():
-    """TTFTs, start times, lengths and errors exactly; chunk arrivals to half of 50 us."""
+    """TTFTs and start times to the microsecond, lengths and errors exactly; chunk arrivals to
+    half of 100 us, the bound the file records."""
     detail = _detail()
-    detail["itls"][5] = [0.0123456, 0.0000071, 0.0301119]  # off the 50 us grid
+    detail["itls"][5] = [0.0123456, 0.0000071, 0.0301119]  # off the 100 us grid
     packed = pack_detail(detail)
     stored = np.load(io.BytesIO(lzma.decompress(packed)))
-    assert int(stored["itl_resolution_us"]) == ITL_RESOLUTION_US == 50
-    assert int(stored["format_version"]) == DETAIL_FORMAT == 2
+    assert int(stored["itl_resolution_us"]) == ITL_RESOLUTION_US == 100
+    assert int(stored["format_version"]) == DETAIL_FORMAT == 3
     back = unpack_detail(packed)
-    for key in ("ttfts", "start_times", "input_lens", "output_lens", "errors"):
+    assert back.pop(ARRIVAL_ERROR_KEY) == 50.0
+    for key in ("ttfts", "start_times"):
+        assert back[key] == pytest.approx(detail[key], abs=0.5e-6)
+    for key in ("input_lens", "output_lens", "errors"):
         assert back[key] == detail[key]
     assert [len(row) for row in back["itls"]] == [len(row) for row in detail["itls"]]
     for got, want in zip(back["itls"], detail["itls"]):
-        assert _arrivals_error_s(got, want) <= 25e-6 + 1e-12
-    assert back["itls"][5] == pytest.approx([0.01235, 0.0, 0.0301])  # arrivals 12.35, 12.35, 42.45 ms
+        assert _arrivals_error_s(got, want) <= 50e-6 + 1e-12
+    assert back["itls"][5] == pytest.approx([0.0123, 0.0001, 0.0301])  # arrivals 12.3, 12.4, 42.5 ms
+
+
+def test_a_50_us_file_repacks_with_its_error_bound_grown():
+    """A format 2 file at 50 us, repacked: the bound becomes 75 us and holds for every arrival;
+    a file already at 100 us keeps its 50 us bound."""
+    detail = _detail()
+    detail["itls"][5] = [0.0123456, 0.0000071, 0.0301119]
+    old = _format_2(detail, step_us=50)
+    back = unpack_detail(repack_detail(old))
+    assert back[ARRIVAL_ERROR_KEY] == 75.0
+    for got, want in zip(back["itls"], detail["itls"]):
+        assert _arrivals_error_s(got, want) <= 75e-6 + 1e-12
+    assert back["start_times"] == pytest.approx(detail["start_times"], abs=0.5e-6)
+    assert unpack_detail(repack_detail(_format_2(detail, step_us=100)))[ARRIVAL_ERROR_KEY] == 50.0
+
+
+def _format_2(detail: dict, step_us: int) -> bytes:
+    """A per-request file as format 2 wrote it (float64 TTFTs and start times)."""
+    ticks = [quantized_gap_ticks(row, step_us) for row in detail["itls"]]
+    buffer = io.BytesIO()
+    np.savez(buffer, format_version=np.int32(2), itl_resolution_us=np.int32(step_us),
+             ttfts=np.array(detail["ttfts"], dtype=np.float64), itl_ticks=np.concatenate(ticks).astype(np.int32),
+             itl_offsets=np.cumsum([0] + [len(row) for row in detail["itls"]]),
+             input_lens=np.array(detail["input_lens"]), output_lens=np.array(detail["output_lens"]),
+             start_times=np.array(detail["start_times"], dtype=np.float64), errors=np.array(detail["errors"]))
+    return lzma.compress(buffer.getvalue())
     assert token_gap_completeness(back, list(range(10))) == token_gap_completeness(detail, list(range(10)))
     assert summarize(back, 0.1, 2.0)["e2el_ms"] == pytest.approx(summarize(detail, 0.1, 2.0)["e2el_ms"])
 
 
 def test_a_long_request_does_not_drift():
-    """10,000 gaps off the grid: rounding each gap alone would drift by up to 10,000 x 25 us;
-    rounding the arrival times keeps every one, the last included, within 25 us."""
+    """10,000 gaps off the grid: rounding each gap alone would drift by up to 10,000 x 50 us;
+    rounding the arrival times keeps every one, the last included, within 50 us."""
     gaps = np.random.default_rng(0).uniform(0.001, 0.030, 10_000).tolist()
     detail = {"ttfts": [0.5], "itls": [gaps], "input_lens": [8], "output_lens": [10_001],
               "start_times": [0.0], "errors": [""]}
     back = unpack_detail(pack_detail(detail))["itls"][0]
     assert len(back) == 10_000
-    assert _arrivals_error_s(back, gaps) <= 25e-6 + 1e-9
-    per_gap = np.round(np.array(gaps) * 2e4) / 2e4
-    assert _arrivals_error_s(per_gap.tolist(), gaps) > 100e-6  # what the cumulative rounding avoids
+    assert _arrivals_error_s(back, gaps) <= 50e-6 + 1e-9
+    per_gap = np.round(np.array(gaps) * 1e4) / 1e4
+    assert _arrivals_error_s(per_gap.tolist(), gaps) > 200e-6  # what the cumulative rounding avoids
 
 
 def test_format_1_arrays_still_read():
@@ -268,6 +299,7 @@ def test_format_1_arrays_still_read():
              itl_offsets=np.array([0, 2, 2]), input_lens=np.array([5, 5]), output_lens=np.array([3, 0]),
              start_times=np.array([0.0, 1.0]), errors=np.array(["", "boom"]))
     back = unpack_detail(lzma.compress(buffer.getvalue()))
+    assert back[ARRIVAL_ERROR_KEY] == 0.5
     assert back["ttfts"] == [0.1, 0.0] and back["itls"] == [[0.01, 0.020001], []]
     assert back["errors"] == ["", "boom"] and back["output_lens"] == [3, 0]
 

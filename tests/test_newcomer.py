@@ -6,6 +6,7 @@ server is started (run_tests.sh in its dry run, run_lab.sh only where it must st
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -251,3 +252,42 @@ def test_unpack_sh_keeps_a_study_folder_as_results_keeps_it(tmp_path):
     assert log.splitlines() == ["INFO 12-06 01:55:57 [api_server.py:1] Starting vLLM API server",
                                 "INFO 12-06 01:56:00 [launcher.py:100] Application startup complete."]
     assert run(["bash", str(KIT / "unpack.sh"), str(tmp_path / "missing.tar.xz"), str(results)]).returncode != 0
+
+
+def test_device_chain_runs_plans_in_order_across_calls(tmp_path):
+    """device_chain.sh, with device_study.sh in its place answering as a study would (exit 3: runs
+    left, 0: done): one command serves every call; a finished plan is skipped, the first with runs
+    left continues, each plan that ran comes back as <results_folder>.tar.xz, and a call with too
+    little time left starts nothing."""
+    repo = tmp_path / "repo"
+    (repo / "offline_gpu").mkdir(parents=True)
+    shutil.copy(KIT / "device_chain.sh", repo / "offline_gpu")
+    (repo / "offline_gpu" / "device_study.sh").write_text(
+        '#!/usr/bin/env bash\n'  # the plan's next exit code is the first line of its .codes file
+        'set -euo pipefail\n'
+        'echo "$1 $2" >> calls.txt\n'
+        'code=$(head -n 1 "$1.codes"); sed -i 1d "$1.codes"\n'
+        'echo packed > "$OUT/study.tar.xz"\n'
+        'exit "$code"\n')
+    for name, codes in (("anchor", "0\n"), ("near", "3\n0\n")):
+        (repo / f"{name}.json").write_text(json.dumps({"results_folder": f"{name}_folder"}))
+        (repo / f"{name}.json.codes").write_text(codes)
+    out = tmp_path / "out"
+    env = {"LAB3_CHAIN_DONE": str(tmp_path / "done.txt")}
+
+    def call(until_s: int) -> subprocess.CompletedProcess[str]:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        return run(["bash", "offline_gpu/device_chain.sh", str(until_s), "anchor.json", "near.json"],
+                   env={**env, "OUT": str(out)}, cwd=repo)
+
+    first = call(500)
+    assert first.returncode == 3, first.stderr  # the anchor finished, the second plan has runs left
+    assert sorted(p.name for p in out.iterdir()) == ["anchor_folder.tar.xz", "near_folder.tar.xz"]
+    assert call(100).returncode == 3  # too little time to start a server: nothing runs
+    second = call(500)
+    assert second.returncode == 0 and "every plan is done" in second.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["near_folder.tar.xz"]
+    calls = [line.split()[0] for line in (repo / "calls.txt").read_text().splitlines()]
+    assert calls == ["anchor.json", "near.json", "near.json"]
+    assert (tmp_path / "done.txt").read_text().split() == ["anchor_folder", "near_folder"]

@@ -4,7 +4,9 @@ file that keeps two studies apart. The runs themselves: ``tests/test_e2e_study.p
 from __future__ import annotations
 
 import copy
+import math
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -199,6 +201,16 @@ def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine
     assert study_plan.resolve_rate(resolved, tmp_path) is resolved  # a study file's plan keeps its rate
     again = study_plan.StudyPlan.from_dict(resolved.to_dict())  # as study.json holds it
     assert again == resolved
+    long_enough = replace(near, load=replace(near.load, min_arrival_s=60.0))
+    grown = study_plan.resolve_rate(long_enough, tmp_path)
+    assert grown.load.rate == want and grown.load.num_prompts == math.ceil(want * 60 / 100) * 100
+    assert grown.load.num_prompts / grown.load.rate >= 60 > near.load.num_prompts / want
+    folder = tmp_path / long_enough.results_folder
+    folder.mkdir()
+    (folder / study_plan.STUDY_FILE).write_text(json.dumps(study_plan.study_record(grown)))
+    assert study_plan.resolve_rate(long_enough, tmp_path) == grown  # a begun study keeps its prompts too
+    with pytest.raises(ValueError, match="min_arrival_s"):
+        plan(load__min_arrival_s=60.0)  # no rate_from
 
 
 def test_a_dry_run_of_an_unresolved_rate_says_what_it_waits_for(tmp_path, capfd):

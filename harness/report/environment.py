@@ -54,14 +54,17 @@ def sitting_cost_blocks(res: Results) -> list[Block]:
     """What each interleaved study cost on the GPU, from its runs' ``timing`` blocks, against the
     goal: at most ``SITTING_COST_GOAL`` times its arrival windows plus one server start per
     configuration."""
-    rows, ratios = [], []
+    rows, ratios, short = [], [], []
     for folder, runs in res.serving.items():
         cost = sitting_cost(runs)
         if cost is None or runs[0].simulated:
             continue
         starts = cost["server starts (s)"]
         ratios.append(cost["vs arrivals and one start"])
-        rows.append({"study": folder, "runs": cost["runs"], "configurations": cost["configurations"],
+        planned = res.studies[folder].planned_runs
+        if planned and cost["runs"] < planned:
+            short.append(f"{folder} ({cost['runs']} of {planned})")
+        rows.append({"study": folder, "runs": cost["runs"] if not planned else f"{cost['runs']} of {planned}", "configurations": cost["configurations"],
                      "server ready (s)": ", ".join(f"{s_:.0f}" for s_ in starts),
                      "measured windows (min)": f"{cost['arrivals (s)'] / 60:.1f}",
                      "client overhead per run (s)": "{:.1f}-{:.1f}".format(*cost["client overhead (s)"]),
@@ -79,4 +82,7 @@ def sitting_cost_blocks(res: Results) -> list[Block]:
                  "wall time; a run's measured window is its arrival window, or at rate inf, where every request "
                  f"is sent at once, the time from the first request to the last token. The goal is at most "
                  f"{SITTING_COST_GOAL:g}x the measured windows plus one server start per configuration; against a single start, the studies below took at most {max(ratios):.2f}x."),
-            table(frame)]
+            table(frame)] + ([bullets([f"Studies with fewer runs than their plan: {', '.join(short)}. Their runs "
+                                       "stand as measured; the runs they lack were not made on their machine, "
+                                       "and the sections read a budget or strategy only where it has the runs "
+                                       "they ask for."])] if short else [])

@@ -168,10 +168,12 @@ def load_contrast_fact(rows: pd.DataFrame) -> str | None:
     """How the budget's trade-off changes with the load: each paced study whose runs kept up,
     its budgets' median TTFT P99 and ITL P99 as multiples of budget 2048's in the same study
     (same machine, same sitting), lightest load first. Ratios, because the studies ran on
-    different machines. None unless two such studies at different rates hold 2048 and 3 budgets."""
+    different machines. A budget with fewer runs that kept up than the handout asks is left out.
+    None unless two such studies at different rates hold 2048 and 3 budgets."""
     paced = kept_up(rows[rows["rate"] != "inf"])
     studies = []
     for (folder, rate), part in paced.groupby(["folder", "rate"], sort=False):
+        part = part[part.groupby(BUDGET)[BUDGET].transform("size") >= HANDOUT_RUNS]  # as task2_answers
         if ANCHOR_BUDGET in set(part[BUDGET]) and part[BUDGET].nunique() >= 3:
             studies.append((float(rate), folder, part.groupby(BUDGET)[["TTFT P99 (ms)", "ITL P99 (ms)"]].median()))
     if len({rate for rate, _, _ in studies}) < 2:
