@@ -119,11 +119,20 @@ def pack_detail(client: dict[str, Any], arrival_error_us: float | None = None) -
     return lzma.compress(buffer.getvalue(), preset=9)
 
 
+def stored_arrays(packed: bytes) -> Any:
+    """The ``.npz`` inside a per-request file, as numpy loads it."""
+    return np.load(io.BytesIO(lzma.decompress(packed)))
+
+
 def unpack_detail(packed: bytes) -> dict[str, Any]:
     """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them (to the
     file's resolution), and ``ARRIVAL_ERROR_KEY``. Also reads formats 1 (ITLs and TTFTs as integer
     microseconds) and 2 (TTFTs and start times as float64), which earlier runs have."""
-    data = np.load(io.BytesIO(lzma.decompress(packed)))
+    return detail_from_arrays(stored_arrays(packed))
+
+
+def detail_from_arrays(data: Any) -> dict[str, Any]:
+    """``unpack_detail`` of arrays already loaded (``stored_arrays``)."""
     offsets = data["itl_offsets"]
     version = int(data["format_version"]) if "format_version" in data else 1
     if version == 1:
@@ -150,8 +159,8 @@ def repack_detail(packed: bytes) -> bytes:
     """A stored file in the current format. Arrival times already on a multiple of the current
     step keep their error bound; others (a 50 us file) are rounded again, and the bound grows by
     half a step (75 us for a 50 us file), which the new file records."""
-    data = np.load(io.BytesIO(lzma.decompress(packed)))
-    client = unpack_detail(packed)
+    data = stored_arrays(packed)
+    client = detail_from_arrays(data)
     old_step_us = int(data["itl_resolution_us"]) if "itl_resolution_us" in data else 1
     error_us = client.pop(ARRIVAL_ERROR_KEY)
     if old_step_us % ITL_RESOLUTION_US:

@@ -64,7 +64,8 @@ def sitting_cost_blocks(res: Results) -> list[Block]:
         planned = res.studies[folder].planned_runs
         if planned and cost["runs"] < planned:
             short.append(f"{folder} ({cost['runs']} of {planned})")
-        rows.append({"study": folder, "runs": cost["runs"] if not planned else f"{cost['runs']} of {planned}", "configurations": cost["configurations"],
+        runs_text = f"{cost['runs']} of {planned}" if planned else str(cost["runs"])
+        rows.append({"study": folder, "runs": runs_text, "configurations": cost["configurations"],
                      "server ready (s)": ", ".join(f"{s_:.0f}" for s_ in starts),
                      "measured windows (min)": f"{cost['arrivals (s)'] / 60:.1f}",
                      "client overhead per run (s)": "{:.1f}-{:.1f}".format(*cost["client overhead (s)"]),
