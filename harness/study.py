@@ -24,8 +24,10 @@ the run order, every host that ran part of it) and one result file per run (the 
 ``timing`` block: the server's ready time and start phases, the client's set-up, arrival window,
 drain and overhead). A run whose file exists is skipped, so a study cut off resumes.
 ``--until-s`` stops before a run would end past that many seconds into the call, and
-``--keep-server`` leaves the server up for the next call (its state in ``logs/server.json``); a
-later call attaches to it when the machine and the server command are the same.
+``--keep-server`` leaves the server up when the call ends (its state in ``logs/server.json``, or
+in ``--server-state``); a later call attaches to it when the machine, the server command and the
+step log are the same, and stops it otherwise. Studies that give one ``--server-state`` share a
+server: a near-saturation study runs on the server its anchor started, one start fewer a sitting.
 """
 
 from __future__ import annotations
@@ -125,26 +127,35 @@ class StudyServer:
     control_path: Path
 
     @classmethod
-    def start_or_attach(cls, plan: StudyPlan, logs: Path) -> StudyServer:
+    def start_or_attach(cls, plan: StudyPlan, logs: Path, state_path: Path | None = None) -> StudyServer:
+        """Attach to the server whose state ``state_path`` holds (default ``logs/server.json``)
+        when it is up on this machine with this plan's command and step log, else start one. An
+        attached server keeps the control and stats files it was started with, which may be in
+        another study's ``logs``."""
         from harness.step_recorder import CONTROL_ENV, STATS_ENV, STEP_LOG_ENV
 
-        state_path = logs / "server.json"
-        stats_path, control_path = logs / "engine_stats.json", logs / "budget_control.json"
+        state_path = state_path or logs / "server.json"
+        step_log = str(logs / STEP_LOG_FILE) if plan.server.step_log else None
         model = plan.server.model_path()
         state = json.loads(state_path.read_text()) if state_path.is_file() else None
         if state and state["machine_boot_id"] == machine_boot_id():
             server = Server(state["command"], {}, Path(state["log"]), state["port"],
                             process=AttachedProcess(state["pid"]))
-            if server.alive() and state["command"] == plan.server.command(model, state["port"]):
-                say(f"attached to the server an earlier call left up (pid {state['pid']}, port {state['port']})")
-                return cls(server, state_path, state["ready_s"], state["phases"], True, stats_path, control_path)
+            if (server.alive() and state["command"] == plan.server.command(model, state["port"])
+                    and state["step_log"] == step_log):
+                say(f"attached to the server an earlier call left up (pid {state['pid']}, port {state['port']}, "
+                    f"log {state['log']})")
+                return cls(server, state_path, state["ready_s"], state["phases"], True,
+                           Path(state["stats"]), Path(state["control"]))
             server.stop()
+            state_path.unlink(missing_ok=True)
+        stats_path, control_path = logs / "engine_stats.json", logs / "budget_control.json"
         port = free_port()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env.update({STATS_ENV: str(stats_path), CONTROL_ENV: str(control_path), "VLLM_SERVER_DEV_MODE": "1"})
-        if plan.server.step_log:
-            env[STEP_LOG_ENV] = str(logs / STEP_LOG_FILE)
+        if step_log:
+            env[STEP_LOG_ENV] = step_log
         server = Server(plan.server.command(model, port), env, logs / "server.log", port)
         server.start()
         say(f"starting the server (port {port}, log {server.log_path})")
@@ -155,8 +166,10 @@ class StudyServer:
             raise
         phases = server.start_phases_s
         say(f"server ready in {ready_s:.0f} s; phases (s from start): {phases}")
+        state_path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(state_path, {"pid": server.process.pid, "port": port, "command": server.command,
-                                       "log": str(server.log_path),
+                                       "log": str(server.log_path), "stats": str(stats_path),
+                                       "control": str(control_path), "step_log": step_log,
                                        "machine_boot_id": machine_boot_id(), "ready_s": ready_s,
                                        "phases": phases})
         return cls(server, state_path, ready_s, phases, False, stats_path, control_path)
@@ -166,9 +179,10 @@ class StudyServer:
         self.state_path.unlink(missing_ok=True)
         say("server stopped")
 
-    def set_control(self, seq: int, token_budget: int, strategy_name: str, settings: dict[str, float]) -> None:
+    def set_control(self, seq: str, token_budget: int, strategy_name: str, settings: dict[str, float]) -> None:
         """Ask the engine for this budget, strategy and its settings from the run's first step on
-        (the strategy always: an arm without one runs the server's, whatever ran before)."""
+        (the strategy always: an arm without one runs the server's, whatever ran before). ``seq``
+        names the request; the engine applies a request whose name differs from the last one's."""
         write_json_atomic(self.control_path, {"seq": seq, "token_budget": token_budget, "strategy": strategy_name,
                                               "settings": settings})
 
@@ -269,7 +283,8 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     """Set the arm's budget and strategy, empty the prefix cache, run the client; the result
     record and arrays. A run the engine did not run under its arm is not written."""
     server = served.server
-    served.set_control(run.index, run.arm.token_budget, run.arm.strategy or plan.server.scheduler, run.arm.settings)
+    served.set_control(control_seq(plan, run), run.arm.token_budget, run.arm.strategy or plan.server.scheduler,
+                       run.arm.settings)
     server.reset_prefix_cache()
     stats_before = read_stats(served.stats_path)
     dataset = heavy_draw(plan, run, folder, model) if plan.load.dataset == "heavy" else None
@@ -299,6 +314,12 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     return record, detail
 
 
+def control_seq(plan: StudyPlan, run: PlannedRun) -> str:
+    """The name of a run's control request: the study and the run's index, so that studies sharing
+    a server never send two requests of one name in a row (the engine would skip the second)."""
+    return f"{plan.name}#{run.index}"
+
+
 def check_applied(plan: StudyPlan, run: PlannedRun, stats: dict[str, Any] | None) -> None:
     """Fail unless the engine's stats show this run's control request applied: its budget, the
     class of its strategy and the strategy's settings."""
@@ -306,7 +327,7 @@ def check_applied(plan: StudyPlan, run: PlannedRun, stats: dict[str, Any] | None
     in_force = (stats or {}).get("scheduler_class")
     settings = (stats or {}).get("policy_settings") or {}
     wanted = strategy_settings(run.arm.strategy or plan.server.scheduler, run.arm.settings)
-    if (applied.get("control_seq") != run.index or applied.get("token_budget") != run.arm.token_budget
+    if (applied.get("control_seq") != control_seq(plan, run) or applied.get("token_budget") != run.arm.token_budget
             or in_force != class_in_force(plan, run.arm) or settings != wanted):
         raise HarnessError(f"run {run.index}: the engine did not apply {run.arm.to_dict()} (its stats say "
                            f"{applied or 'nothing'}, class {in_force}, settings {settings}); not written")
@@ -347,9 +368,10 @@ def expected_run_s(plan: StudyPlan, run: PlannedRun) -> float:
 
 
 def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server: bool, dry_run: bool,
-              max_runs: int | None = None) -> int:
+              max_runs: int | None = None, server_state: Path | None = None) -> int:
     """Every run of the order whose file is missing (at most ``max_runs``), on one server; 0 when
-    none is left, 3 when some are."""
+    none is left, 3 when some are. ``keep_server``: leave the server up at the end, for the next
+    call (``server_state``: the state file studies share, default the study's ``logs/server.json``)."""
     began = time.monotonic()
     record = open_study(plan, folder)
     order = plan.order()
@@ -370,9 +392,9 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
         bytes_per_token = kv_bytes_per_token(load_config(model)) if Path(model).is_dir() else None
     except (OSError, KeyError):
         bytes_per_token = None
-    served = StudyServer.start_or_attach(plan, folder / "logs")
+    served = StudyServer.start_or_attach(plan, folder / "logs", server_state)
     done: list[str] = []
-    finished = False
+    failed = True  # until the loop ends without raising: a failed call stops its server
     try:
         for run in todo:
             if until_s is not None and time.monotonic() - began + expected_run_s(plan, run) > until_s:
@@ -387,15 +409,14 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
             write_run(folder / run.file_name, result, detail)
             done.append(run.file_name)
             log_run(run, result, len(order))
-        else:
-            finished = True
+        failed = False
     finally:
         if done:
             note_host(record, folder, done)
-        if finished or not keep_server:
-            served.stop()
-        else:
+        if keep_server and not failed:
             say(f"server left up for the next call ({served.state_path})")
+        else:
+            served.stop()
     left = len(todo) - len(done)
     say(f"{len(done)} runs done in this call; {left} left")
     return 0 if left == 0 else 3
@@ -412,7 +433,11 @@ def parser() -> argparse.ArgumentParser:
                      help="start no run that would end more than this many seconds after the call began")
     run.add_argument("--max-runs", type=int, default=None, help="do at most this many runs in this call")
     run.add_argument("--keep-server", action="store_true",
-                     help="when runs are left (--until-s, --max-runs), leave the server up for the next call")
+                     help="leave the server up when the call ends, for the next call of this study or, "
+                          "with --server-state, of another study with the same server")
+    run.add_argument("--server-state", type=Path, default=None,
+                     help="the server's state file (default: the study's logs/server.json); studies that "
+                          "give the same one share a server where their server settings match")
     run.add_argument("--dry-run", action="store_true", help="print the order and what is done; run nothing")
     return top
 
@@ -429,7 +454,7 @@ def main(argv: list[str]) -> int:
             say(f"study {plan.name}: {err}. Its arms: " + "; ".join(arm.tag for arm in plan.arms))
             return 0
         return run_study(plan, ns.results / plan.results_folder, ns.until_s, ns.keep_server, ns.dry_run,
-                         ns.max_runs)
+                         ns.max_runs, ns.server_state)
     except HarnessError as err:
         say(f"error: {err}")
         return 1

@@ -5,9 +5,10 @@
 #
 # Each call stages the kit's parts it carried (.offline-gpu/part-*, see README.md beside this);
 # once every part is staged it activates vLLM and runs the plan's pending runs
-# (harness/study.py) for at most UNTIL_S seconds (default 540), leaving the study's server up for
-# the next call, which attaches to it. Results go to /root/lab3-results/<results_folder> on the
-# host and, after every call that ran, into $OUT/study.tar.xz (the device tool brings $OUT back):
+# (harness/study.py) for at most UNTIL_S seconds (default 540), leaving the server up for the next
+# call, which attaches to it (or, for a plan with other server settings, stops it and starts its
+# own). Results go to /root/lab3-results/<results_folder> on the host and, after every call that
+# ran, into $OUT/study.tar.xz (the device tool brings $OUT back):
 # unpack it into results/. Exit code: 0 when the study is complete, 3 when runs are left, 4 when
 # parts are still missing; anything else is a failure (the study stops its server then).
 set -euo pipefail
@@ -31,7 +32,11 @@ export PYTHONPATH="$PWD:$PYTHONPATH"  # prepend: the vLLM bundle is on PYTHONPAT
 export PYTHONUNBUFFERED=1
 folder=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["results_folder"])' "$PLAN")
 rc=0
-python3 -m harness.study run "$PLAN" --results "$RESULTS" --until-s "$UNTIL_S" --keep-server || rc=$?
+# One server state for every plan: a plan attaches to the server the last call or the last plan left
+# up where its server settings match (an anchor's, for its near-saturation study), and stops it
+# otherwise, so two servers never hold the GPU at once.
+python3 -m harness.study run "$PLAN" --results "$RESULTS" --until-s "$UNTIL_S" --keep-server \
+  --server-state "$RESULTS/.server.json" || rc=$?
 if [ -d "$RESULTS/$folder" ]; then
   tar -C "$RESULTS" --exclude="$folder/datasets" -cJf "$PACKED" "$folder"  # a heavy load's draws are rebuilt from their seeds
   echo "[device_study] packed $folder into $PACKED ($(du -h "$PACKED" | cut -f1))"

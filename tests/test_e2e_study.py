@@ -34,15 +34,17 @@ PLAN = {
 }
 
 
-def study(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+def study(tmp_path: Path, *extra: str, plan: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m harness.study run`` on ``plan`` (default PLAN) into ``tmp_path``/results."""
     python = CPU_VENV / "bin" / "python"
     if not python.exists():
         pytest.fail(f"no CPU vLLM server environment at {CPU_VENV}: run `bash setup_cpu_server.sh`")
     env = {**os.environ, "LAB3_SERVE_CMD": f"{python} -m vllm.entrypoints.cli.main serve",
            "VLLM_LOGGING_LEVEL": "INFO"}  # the start-up phases are read from vLLM's INFO lines
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps(PLAN))
-    return subprocess.run([sys.executable, "-m", "harness.study", "run", str(plan), "--results",
+    plan = plan or PLAN
+    path = tmp_path / f"{plan['results_folder']}.json"
+    path.write_text(json.dumps(plan))
+    return subprocess.run([sys.executable, "-m", "harness.study", "run", str(path), "--results",
                            str(tmp_path / "results"), *extra], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900)
 
@@ -52,11 +54,10 @@ def no_server_left(tmp_path):
     """Whatever the test's end, no study server stays up (a failed call can leave the one an earlier
     call kept up, and a stray server falsifies other tests' count of servers on the host)."""
     yield
-    state = tmp_path / "results" / "task2_study" / "logs" / "server.json"
-    if state.exists():
-        pid = json.loads(state.read_text())["pid"]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+    for state in [*(tmp_path / "results").glob("*/logs/server.json"), tmp_path / "results" / "server.json"]:
+        if state.exists():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(json.loads(state.read_text())["pid"], signal.SIGKILL)
 
 
 def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_server(tmp_path, no_server_left):
@@ -82,7 +83,8 @@ def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_
         assert data["config"]["seed"] == entry["seed"] and data["config"]["study"]["index"] == entry["index"]
         assert "--max-num-batched-tokens 128" in data["config"]["server_command"]
         engine = data["engine"]["scheduler_stats_cumulative"]["budget"]
-        assert engine["token_budget"] == entry["token_budget"] and engine["control_seq"] == entry["index"]
+        assert engine["token_budget"] == entry["token_budget"]
+        assert engine["control_seq"] == f"{PLAN['name']}#{entry['index']}"
         assert engine["control_error"] is None
         strategy_a = entry.get("strategy") == "prefill-first"
         assert data["config"]["scheduler"] == ("prefill-first" if strategy_a else "kv-recorder")
@@ -125,3 +127,36 @@ def test_an_interleaved_study_sets_each_arm_at_run_time_and_resumes_on_the_same_
 
     third = study(tmp_path)
     assert third.returncode == 0 and "0 left" in third.stdout and "starting the server" not in third.stdout
+
+
+def test_studies_that_share_a_server_state_share_the_server_where_its_settings_match(tmp_path, no_server_left):
+    """An anchor and the study that takes its rate from it run on one server (the second attaches
+    and runs its first run, named like the anchor's last, under its own budget); a study whose
+    server logs its steps stops that server and starts its own."""
+    shared = ["--keep-server", "--server-state", str(tmp_path / "results" / "server.json")]
+    server = {**PLAN["server"], "step_log": False}
+    anchor = {**PLAN, "name": "anchor", "results_folder": "anchor", "server": server,
+              "arms": [{"token_budget": 128}], "runs_per_arm": 1}
+    near = {**anchor, "name": "near", "results_folder": "near", "arms": [{"token_budget": 64}]}
+    logged = {**PLAN, "name": "logged", "results_folder": "logged", "arms": [{"token_budget": 64}],
+              "runs_per_arm": 1}
+
+    first = study(tmp_path, *shared, plan=anchor)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    state = json.loads((tmp_path / "results" / "server.json").read_text())
+    assert hm.live_group_members(state["pid"])  # left up although the anchor is done
+
+    second = study(tmp_path, *shared, plan=near)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "attached to the server" in second.stdout and "starting the server" not in second.stdout
+    record = json.loads(next((tmp_path / "results" / "near").glob("mnbt-64_*.json")).read_text())
+    assert record["timing"]["server_reused"] and record["config"]["token_budget"] == 64
+    assert record["engine"]["scheduler_stats_cumulative"]["budget"]["control_seq"] == "near#1"
+    assert prefill_chunk(record["engine"]["scheduler_counts_this_run"]) <= 64
+    assert not (tmp_path / "results" / "near" / "logs" / "server.log").exists()  # the anchor's server
+
+    third = study(tmp_path, "--server-state", str(tmp_path / "results" / "server.json"), plan=logged)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    assert "starting the server" in third.stdout and not hm.live_group_members(state["pid"])
+    assert (tmp_path / "results" / "logged" / "logs" / "steps.csv").exists()
+    assert not (tmp_path / "results" / "server.json").exists()  # stopped: no --keep-server

@@ -95,7 +95,7 @@ def test_arms_of_one_strategy_with_other_settings_are_apart_in_names_files_and_c
     record = study_plan.study_record(two)
     assert sorted(e.get("strategy_settings", {}).get("wait_bound_s", 0) for e in record["order"]) == [0] * 3 + [5] * 3
     bounded = next(r for r in two.order() if r.arm.settings)
-    stats = {"budget": {"control_seq": bounded.index, "token_budget": 2048},
+    stats = {"budget": {"control_seq": study.control_seq(two, bounded), "token_budget": 2048},
              "scheduler_class": "my_scheduler.OnTimeSJFScheduler",
              "policy_settings": {"aging_tokens_per_s": 0.0, "ttft_slo_ms": 500.0, "ttft_margin_ms": 100.0,
                                  "wait_bound_s": 0.0}}
