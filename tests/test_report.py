@@ -286,17 +286,19 @@ def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
     the fit file holds them, the pair of terms its calibration could not separate, the budget
     beyond the calibration's steps (read from the step log), and section 7's line per fit."""
     res = layer.Results.load(RESULTS)
-    text = render_markdown(replay.replay_section(res))
+    text = render_markdown(replay.replay_section(res, rules.replay_validation(res)))
     fit = json.loads((RESULTS / "steplogs/qwen3-0.6b_api-4_h100-7bb362be_bounded-frontend.fit.json").read_text())
     (paced,) = fit["frontend_calibration"]["runs"]
     assert (f"front end {fit['frontend_ttft_s'] * 1e3:.1f} ms added to every TTFT" in text
             and f"{paced['gpu_ttft_p50_ms']:.1f} ms on the GPU against {paced['replay_ttft_p50_ms']:.1f} ms" in text)
     assert "decode_requests and context_tokens correlate at r 0.999" in text
     assert "carry at most 2046 of them" in text and "what steps at budget 8192 cost lies outside the data" in text
-    assert text.count("Held out on another machine: NVIDIA H100") == 3
-    lines = replay.other_host_summary(res)
+    # One block per fit of another machine that replayed that machine's runs: the H100s 05d7de6c,
+    # 303e4375 and 7bb362be (two fits).
+    assert text.count("Held out on another machine: NVIDIA H100") == 4
+    lines = replay.other_host_summary(res, rules.replay_validation(res))
     first = [line for line in lines if "7bb362be" in line]
-    assert len(lines) == 3 and len(first) == 2
+    assert len(lines) == 4 and len(first) == 2
     assert all("budget 8192" in line and "at 30 req/s" in line for line in first)
     # The second machine's fit (budgets 2048 and 8192) against held-out budgets below them: how few
     # of its steps with prompt tokens are as small as budget 512's, counted from its step log.
@@ -586,7 +588,8 @@ def test_summary_counts_every_rate_inf_run_with_several_api_servers():
     inf = [r for r in runs if "frontend" in r and not r.get("simulated") and r["config"]["rate"] in ("inf", None)
            and (r["config"].get("api_server_count") or 1) > 1]
     lagged = sum(r["frontend"]["lagged"] for r in inf)
-    text = render_markdown(summary.summary_section(layer.Results.load(RESULTS), {}))
+    loaded = layer.Results.load(RESULTS)
+    text = render_markdown(summary.summary_section(loaded, {}, rules.replay_validation(loaded)))
     line = next(x for x in text.splitlines() if x.startswith("- Front end (section 3)"))
     servers = " or ".join(map(str, sorted({r["config"]["api_server_count"] for r in inf})))
     assert (f"at rate inf with {servers} API servers" in line
@@ -671,6 +674,30 @@ def test_requests_over_30_s_end_to_end_are_counted_per_run_from_the_arrays():
     assert f"none in the other {others} Task 2 runs" in fact
 
 
+def test_rate_inf_budgets_join_their_machine_s_2048_across_studies_and_repeats_are_named():
+    """Budget 1024 ran at rate inf in its own study right after the 2048 anchor on one H100 (one
+    boot): its ratio to that 2048 is recomputed from the files (output throughput, medians, runs of
+    one client and 4 API servers grouped by the machine's boot id), and a budget measured on two
+    machines is named with both ratios."""
+    by_machine: dict[str, dict[int, list[float]]] = {}
+    for path in RESULTS.glob("task2_api-4*/*_rate-inf_run-*.json"):
+        run = json.loads(path.read_text())
+        config, boot = run["config"], run["meta"].get("machine_boot_id")
+        if config.get("client_processes", 1) != 1 or config.get("api_server_count") != 4 or boot is None:
+            continue
+        budget = config.get("token_budget") or int(config["tag"].removeprefix("mnbt-"))
+        by_machine.setdefault(boot, {}).setdefault(budget, []).append(
+            run["summary"]["output_throughput_tok_s"])
+    ratios_1024 = sorted(statistics.median(b[1024]) / statistics.median(b[2048])
+                         for b in by_machine.values() if 1024 in b and 2048 in b)
+    assert len(ratios_1024) == 2
+    res = layer.Results.load(RESULTS)
+    fact = task2.anchored_capacity_fact(res.rows("task2"), "task2")
+    assert ("1024 " + f"{ratios_1024[1]:.2f}x (task2_api-4_anchor_high_b + task2_api-4_inf_1024_b: "
+            "2 studies one after the other") in fact
+    assert f"1024 {ratios_1024[0]:.2f}x-{ratios_1024[1]:.2f}x on 2 machines (below 2048 on each)" in fact
+
+
 def test_a_sittings_cost_is_recomputed_from_its_runs_timing_blocks():
     """The rate-16 study's GPU time: its one server start (every run records the same ready time
     on one machine) plus every run's wall time, recomputed straight from the JSON files; the
@@ -728,5 +755,5 @@ def test_the_held_out_goals_apply_below_the_pace_and_where_throughput_is_the_pac
     assert not throughput.loc[("task2_api-4", "default", "random-1024in-256out", "16"), "goal applies"]
     heavy = throughput.loc["task3_api-4_heavy"]
     assert heavy["goal applies"].all()  # every run there fell behind (section 6's transient note)
-    text = render_markdown(replay.replay_section(res))
+    text = render_markdown(replay.replay_section(res, rules.replay_validation(res)))
     assert "Held-out goals, where they apply" in text and "goal 90%" in text

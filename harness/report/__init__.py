@@ -29,6 +29,7 @@ from pathlib import Path
 
 from harness.document import Block, appendix_blocks, heading, para, render_markdown, render_pdf, report_blocks
 from harness.results import Results
+from harness.rules import replay_validation
 from harness.report.environment import environment_section
 from harness.report.frontend import frontend_section
 from harness.report.replay import replay_section
@@ -44,11 +45,11 @@ def build_report(res: Results) -> list[Block]:
                  "--pdf` regenerates it); every number below is read from, or computed from, a results file. "
                  "This is the analysis: every point's values are in its appendix, `tables.md` (under the same "
                  "headings), and every run's in `<folder>_runs.csv.xz`.")
-    sweeps = slo_sweeps(res)
+    sweeps, validation = slo_sweeps(res), replay_validation(res)
     return ([heading("Lab 3 report: prefill/decode scheduling in vLLM", 1), intro]
             + environment_section(res) + task1_section(res) + frontend_section(res)
             + task2_section(res) + task3_section(res) + slo_section(res, sweeps, screen_tables(res))
-            + replay_section(res) + summary_section(res, sweeps))
+            + replay_section(res, validation) + summary_section(res, sweeps, validation))
 
 
 def newest_date(res: Results) -> datetime | None:

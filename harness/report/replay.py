@@ -16,7 +16,7 @@ import pandas as pd
 from harness import step_model
 from harness.document import Block, bullets, heading, para, table
 from harness.results import BUDGET, THROUGHPUT, Results, span_text, strategy_label
-from harness.rules import GOAL_LOAD_SHARE, RANKING_GOAL, REPLAY_GOAL, REPLAY_METRICS, replay_ranking, replay_validation
+from harness.rules import GOAL_LOAD_SHARE, RANKING_GOAL, REPLAY_GOAL, REPLAY_METRICS, replay_ranking
 from harness.report.slo import capacity_folders
 from harness.report.text import unit_less
 
@@ -172,9 +172,9 @@ def fit_and_gpu(res: Results, v: pd.DataFrame) -> tuple[dict[str, Any], str]:
     return sm, gpu
 
 
-def other_host_summary(res: Results) -> list[str]:
-    """Section 7's line per fit of another machine: its held-out errors, paced and at rate inf."""
-    v_all = replay_validation(res)
+def other_host_summary(res: Results, v_all: pd.DataFrame) -> list[str]:
+    """Section 7's line per fit of another machine: its held-out errors, paced and at rate inf
+    (``v_all``: ``rules.replay_validation``'s cells)."""
     if v_all.empty:
         return []
     by_fit = cells_by_fit(res, v_all)
@@ -207,9 +207,9 @@ def error_table(v: pd.DataFrame, mark_outside_range: bool) -> pd.DataFrame:
     return wide.assign(strategy=wide["strategy"].map(strategy_label))
 
 
-def replay_section(res: Results) -> list[Block]:
+def replay_section(res: Results, v_all: pd.DataFrame) -> list[Block]:
+    """Section 6b from ``v_all``, ``rules.replay_validation``'s cells (computed once per report)."""
     blocks = [heading("6b The replay simulator against the H200")]
-    v_all = replay_validation(res)
     if v_all.empty:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
                               place="both")]

@@ -18,7 +18,8 @@ from harness.report.task3 import handout_rate_answers, one_length_points, separa
 from harness.report.text import factor
 
 
-def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
+def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataFrame) -> list[Block]:
+    """Section 7 (``validation``: ``rules.replay_validation``'s cells, as section 6b read them)."""
     items = []
     if res.task1 and {"vllm", "hf-static"} <= set(res.task1["methods"]):
         m = res.task1["methods"]
@@ -56,7 +57,7 @@ def summary_section(res: Results, sweeps: dict[str, Sweep]) -> list[Block]:
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps)
                   + (f" {note}" if (note := transient_note(sw.rows)) else "")
                   for r in caps[caps["strategy"] != "default"].to_dict("records")]
-    items += other_host_summary(res)
+    items += other_host_summary(res, validation)
     lift = lift_rows(res)
     several = several_api_servers(lift) if not lift.empty else lift
     if not several.empty:
@@ -80,15 +81,17 @@ def task2_rate_summary(rows: pd.DataFrame) -> list[str]:
         if len(med) < 3 or med["runs"].min() < MIN_RUNS_TO_SEPARATE:
             continue
         chat = chat_budget(med)
-        verdicts = [f"{c.removesuffix(' (ms)')} {words[trend_verdict(below_pairs(part, c, BUDGET), THEORY[c.split()[0]])]}"
-                    for c in ("TTFT P99 (ms)", "ITL P99 (ms)")]
+        found = {c: trend_verdict(below_pairs(part, c, BUDGET), THEORY[c.split()[0]]) for c in ("TTFT P99 (ms)", "ITL P99 (ms)")}
+        verdicts = [f"{c.removesuffix(' (ms)')}: {words[v]}" for c, v in found.items()]
         mine, others = part[part[BUDGET] == chat], part[part[BUDGET] != chat]
+        unconfirmed = set(found.values()) == {"no pair separates"}
         lines.append(f"Task 2 at {load_label(rate)} ({name}, {int(med['runs'].min())} runs per budget, every run kept "
-                     f"up): against the theory (a larger budget lowers TTFT and raises ITL), {' and '.join(verdicts)}; "
-                     f"for chat, budget {chat}: ITL P99 {span_text(mine['ITL P99 (ms)'], 1)} ms against "
+                     f"up), set against the theory (a larger budget lowers TTFT and raises ITL): {'; '.join(verdicts)}. "
+                     f"For chat, budget {chat}: ITL P99 {span_text(mine['ITL P99 (ms)'], 1)} ms against "
                      f"{span_text(others['ITL P99 (ms)'], 1)} ms at the other budgets, TTFT P99 "
-                     f"{span_text(mine['TTFT P99 (ms)'], 1)} ms against {span_text(others['TTFT P99 (ms)'], 1)} "
-                     f"(section 4).")
+                     f"{span_text(mine['TTFT P99 (ms)'], 1)} ms against {span_text(others['TTFT P99 (ms)'], 1)}"
+                     + ("; a pick of the medians only, since no budget's runs separate from another's" if unconfirmed else "")
+                     + " (section 4).")
     return lines
 
 

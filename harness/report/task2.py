@@ -143,25 +143,37 @@ ANCHOR_BUDGET = 2048  # the budget every rate-inf study runs beside the others, 
 
 def anchored_capacity_fact(rows: pd.DataFrame, handout: str | None) -> str | None:
     """Rate-inf throughput of every budget as a multiple of the anchor budget's median measured on
-    the same machine in the same study: machines differ by up to 2x, so studies on different
-    machines join only through such ratios. None unless two or more such studies (not the
-    handout's runs) together cover more budgets than any one of them."""
+    the same machine (one boot, the same number of API servers; one study, or studies run one
+    after the other there): machines differ by up to 2x, so machines join only through such
+    ratios. None unless two or more machines (not the handout's runs) together cover more budgets
+    than any one of them."""
     inf = rows[(rows["rate"] == "inf") & (rows["clients"] == 1) & (rows["folder"] != handout)]
-    studies = [(folder, part) for folder, part in inf.groupby("folder", sort=False)
-               if ANCHOR_BUDGET in set(part[BUDGET]) and part[BUDGET].nunique() >= 2]
-    covered = {b for _, part in studies for b in part[BUDGET]}
-    if len(studies) < 2 or max(part[BUDGET].nunique() for _, part in studies) >= len(covered):
+    machines = [part for _, part in inf.groupby(["sitting", "api servers"], sort=False)
+                if ANCHOR_BUDGET in set(part[BUDGET]) and part[BUDGET].nunique() >= 2]
+    covered = {b for part in machines for b in part[BUDGET]}
+    if len(machines) < 2 or max(part[BUDGET].nunique() for part in machines) >= len(covered):
         return None
-    texts = []
-    for folder, part in studies:
+    texts, by_budget = [], {}
+    for part in machines:
         medians = part.groupby(BUDGET)[THROUGHPUT].median()
-        gpus = gpu_text(part["gpu"])
-        ratios = ", ".join(f"{b} {medians[b] / medians[ANCHOR_BUDGET]:.2f}x" for b in medians.index
-                           if b != ANCHOR_BUDGET)
-        texts.append(f"{ratios} ({folder}, {gpus}, {ANCHOR_BUDGET} at {medians[ANCHOR_BUDGET]:.0f} tok/s there)")
+        ratios = (medians / medians[ANCHOR_BUDGET]).drop(ANCHOR_BUDGET)
+        for budget, value in ratios.items():
+            by_budget.setdefault(budget, []).append(value)
+        folders = list(dict.fromkeys(part["folder"]))
+        where = folders[0] if len(folders) == 1 else f"{' + '.join(folders)}: {len(folders)} studies one after the other"
+        texts.append(f"{', '.join(f'{b} {r:.2f}x' for b, r in ratios.items())} ({where}, {gpu_text(part['gpu'])}, "
+                     f"{ANCHOR_BUDGET} at {medians[ANCHOR_BUDGET]:.0f} tok/s there)")
+    def side(r: list[float]) -> str:
+        return "below" if max(r) < 1 else "above" if min(r) > 1 else "on either side of"
+
+    repeated = [f"{b} {min(r):.2f}x-{max(r):.2f}x on {len(r)} machines ({side(r)} {ANCHOR_BUDGET} on each)"
+                for b, r in sorted(by_budget.items()) if len(r) > 1]
     return (f"Every budget against {ANCHOR_BUDGET} measured beside it on the same machine (median throughput "
             f"at rate inf, one client; machines differ, so studies on different machines join only through "
-            f"this ratio): {'; '.join(texts)}.")
+            f"this ratio): {'; '.join(texts)}."
+            + (f" A budget measured on more than one machine: {'; '.join(repeated)}. The ratio, too, moves "
+               "between machines: a budget's side of 2048 repeats where it is the same on each machine, its "
+               "size is a finding of its machine." if repeated else ""))
 
 
 def load_contrast_fact(rows: pd.DataFrame) -> str | None:
@@ -246,10 +258,14 @@ def budget_answers(name: str, rate: str, part: pd.DataFrame, med: pd.DataFrame) 
                     "is the offered load whatever the budget (A2 is flat; each run's own arrival draw moves it "
                     "a little); the budget's effect on throughput shows at rate inf." if kept_pace else "."))
     chat = chat_budget(med)
+    separated = any(below_pairs(part, column, BUDGET) for column in ("ITL P99 (ms)", "TTFT P99 (ms)"))
     facts.append(f"For chat (rule: ITL P99 within {CHAT_ITL_TOLERANCE:.0%} of the best budget's median, then the "
                  f"lowest TTFT P99): {chat}. Its runs: ITL P99 "
                  f"{span_text(part.loc[part[BUDGET] == chat, 'ITL P99 (ms)'], 1)} ms, TTFT P99 "
-                 f"{span_text(part.loc[part[BUDGET] == chat, 'TTFT P99 (ms)'], 1)} ms.")
+                 f"{span_text(part.loc[part[BUDGET] == chat, 'TTFT P99 (ms)'], 1)} ms"
+                 + ("." if separated else "; no budget's runs separate from another's in either P99, so the rule "
+                    "picks by medians that these runs do not tell apart: at this rate any of these budgets serves chat "
+                    "as well as the runs can show."))
     return facts
 
 
