@@ -135,22 +135,27 @@ def measured_window_s(run: Run) -> float:
 def sitting_cost(runs: list[Run]) -> dict[str, Any] | None:
     """Where a study's GPU time went, from its runs' ``timing`` blocks: server starts (each distinct
     start once: machine boot and ready time), the runs' arrival windows, and the rest of each run
-    (client set-up, drain). The goal's allowance is the arrival windows plus one start per
-    configuration (arm) the study compares (``measured_window_s``: at rate inf, the drain stands in
-    for the window). None for runs that predate the timing block."""
+    (client set-up, drain). A start counts in the study's GPU time when one of its runs ran on the
+    server before any call attached to it (``server_reused`` false); a server another study
+    started and left up (``shared starts``) cost this one nothing. The goal's allowance is the
+    arrival windows plus one start per configuration (arm) the study compares
+    (``measured_window_s``: at rate inf, the drain stands in for the window). None for runs that
+    predate the timing block."""
     timed = [r for r in runs if r.timing]
     if not timed:
         return None
-    starts = list({(r.meta.get("machine_boot_id"), r.timing["server_ready_s"]): r.timing["server_ready_s"]
-                   for r in timed}.values())
+    key = lambda r: (r.meta.get("machine_boot_id"), r.timing["server_ready_s"])  # noqa: E731
+    starts = {key(r): r.timing["server_ready_s"] for r in timed}
+    paid = {key(r) for r in timed if not r.timing.get("server_reused")}
     arrivals = sum(measured_window_s(r) for r in timed)
-    gpu = sum(starts) + sum(r.timing["run_wall_s"] for r in timed)
+    gpu = sum(starts[k] for k in paid) + sum(r.timing["run_wall_s"] for r in timed)
     arms = len({(r.config.budget_in_force, r.config.strategy_variant, r.config.rate_label) for r in timed})
     overhead = [r.timing["client_overhead_s"] for r in timed]
-    return {"runs": len(timed), "configurations": arms, "server starts (s)": starts, "arrivals (s)": arrivals,
+    return {"runs": len(timed), "configurations": arms, "server starts (s)": list(starts.values()),
+            "shared starts (s)": [v for k, v in starts.items() if k not in paid], "arrivals (s)": arrivals,
             "GPU time (s)": gpu, "client overhead (s)": (min(overhead), max(overhead)),
-            "vs arrivals and one start": gpu / (arrivals + float(np.mean(starts))),
-            "vs allowance": gpu / (arrivals + arms * float(np.mean(starts)))}
+            "vs arrivals and one start": gpu / (arrivals + float(np.mean(list(starts.values())))),
+            "vs allowance": gpu / (arrivals + arms * float(np.mean(list(starts.values()))))}
 
 
 def kept_up(rows: pd.DataFrame) -> pd.DataFrame:

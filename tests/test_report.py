@@ -715,6 +715,17 @@ def test_a_sittings_cost_is_recomputed_from_its_runs_timing_blocks():
     assert cost["client overhead (s)"] == (min(t["client_overhead_s"] for t in timings),
                                            max(t["client_overhead_s"] for t in timings))
     assert rules.sitting_cost(layer.load_runs(RESULTS / "task2_api-4_budgets")) is None  # before the timing block
+    # The high half's near-saturation study ran on the server its anchor started (every run
+    # attached): that start is in the anchor's GPU time, not in its own.
+    near, anchor = (layer.load_runs(RESULTS / name) for name in ("task2_api-4_near_saturation_high_b",
+                                                                  "task2_api-4_anchor_high_b"))
+    timings = [json.loads(p.read_text())["timing"] for p in sorted((RESULTS / "task2_api-4_near_saturation_high_b")
+                                                                    .glob("*_run-*.json"))]
+    assert all(t["server_reused"] for t in timings)
+    shared = rules.sitting_cost(near)
+    assert shared["shared starts (s)"] == shared["server starts (s)"] == rules.sitting_cost(anchor)["server starts (s)"]
+    assert shared["GPU time (s)"] == pytest.approx(sum(t["run_wall_s"] for t in timings))
+    assert rules.sitting_cost(anchor)["shared starts (s)"] == []
 
 
 def test_the_steady_state_check_reads_each_gpu_runs_thirds_from_its_arrays():

@@ -60,13 +60,15 @@ def sitting_cost_blocks(res: Results) -> list[Block]:
         if cost is None or runs[0].simulated:
             continue
         starts = cost["server starts (s)"]
+        shared = cost["shared starts (s)"]
         ratios.append(cost["vs arrivals and one start"])
         planned = res.studies[folder].planned_runs
         if planned and cost["runs"] < planned:
             short.append(f"{folder} ({cost['runs']} of {planned})")
         runs_text = f"{cost['runs']} of {planned}" if planned else str(cost["runs"])
         rows.append({"study": folder, "runs": runs_text, "configurations": cost["configurations"],
-                     "server ready (s)": ", ".join(f"{s_:.0f}" for s_ in starts),
+                     "server ready (s)": ", ".join(f"{s_:.0f}" + (" (another study's)" if s_ in shared else "")
+                                                   for s_ in starts),
                      "measured windows (min)": f"{cost['arrivals (s)'] / 60:.1f}",
                      "client overhead per run (s)": "{:.1f}-{:.1f}".format(*cost["client overhead (s)"]),
                      "GPU time (min)": f"{cost['GPU time (s)'] / 60:.1f}",
@@ -80,7 +82,7 @@ def sitting_cost_blocks(res: Results) -> list[Block]:
                  "server and runs `vllm bench serve` in its own process, so the client's imports and dataset are "
                  "paid once; every run records the server's ready time and its own client overhead (set-up and "
                  "drain beyond the arrival window). GPU time here is the server's start plus the written runs' "
-                 "wall time; a run's measured window is its arrival window, or at rate inf, where every request "
+                 "wall time (a study that ran on a server another study started and left up pays no start); a run's measured window is its arrival window, or at rate inf, where every request "
                  f"is sent at once, the time from the first request to the last token. The goal is at most "
                  f"{SITTING_COST_GOAL:g}x the measured windows plus one server start per configuration; against a single start, the studies below took at most {max(ratios):.2f}x."),
             table(frame)] + ([bullets([f"Studies with fewer runs than their plan: {', '.join(short)}. Their runs "
