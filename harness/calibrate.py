@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.step_model import fit_study, write_fit  # noqa: E402
+from harness.step_model import add_without_argument, fit_study, write_fit  # noqa: E402
 
 
 def kv_blocks(run: Any) -> int:
@@ -67,9 +67,11 @@ def frontend_ttft(folder: Path, fit_file: Path, blocks: int | None) -> dict[str,
         "runs": points}}
 
 
-def calibrate(folder: Path, out: Path, nonnegative: bool, blocks: int | None) -> dict[str, Any]:
-    """Fit the step model, measure the front end's TTFT with it, write both into ``out``."""
-    steps = fit_study(folder, nonnegative)
+def calibrate(folder: Path, out: Path, nonnegative: bool, blocks: int | None,
+              without: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Fit the step model (``without``: terms held at zero), measure the front end's TTFT with it,
+    write both into ``out``."""
+    steps = fit_study(folder, nonnegative, without)
     write_fit(steps, out)  # the replays below read the step model from the file, as every replay does
     result = {**steps, **frontend_ttft(folder, out, blocks)}
     out.write_text(json.dumps(result, indent=1) + "\n")
@@ -85,9 +87,10 @@ def main(argv: list[str]) -> int:
                         help="keep the step model's cost terms at or above zero (harness.step_model)")
     parser.add_argument("--num-gpu-blocks", type=int, default=None,
                         help="the machine's KV blocks of 16 tokens (default: the runs' engine metrics)")
+    add_without_argument(parser)
     args = parser.parse_args(argv)
     try:
-        calibrate(args.folder, args.out, args.nonnegative, args.num_gpu_blocks)
+        calibrate(args.folder, args.out, args.nonnegative, args.num_gpu_blocks, tuple(args.without))
     except (OSError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -87,18 +87,23 @@ def aligned(cols: dict[str, np.ndarray], lag: int) -> tuple[np.ndarray, np.ndarr
                   feat["context_tokens"][keep]), cols["step_time_us"][:n][keep] / 1e6
 
 
-def least_squares(x: np.ndarray, y: np.ndarray, nonnegative: bool) -> np.ndarray:
-    """Coefficients in ``TERMS`` order. With ``nonnegative``, the best fit whose cost terms are all
-    at least zero: the least-squares fit over each subset of cost terms held at zero, the best of
-    those that keep the rest non-negative (exact: the bounded optimum is one of them; 32 small fits).
-    Why: when a calibration's terms rise together, an unbounded fit trades them against each other
-    (one below zero, its partner above) and predicts steps unlike the fitted ones badly."""
+def least_squares(x: np.ndarray, y: np.ndarray, nonnegative: bool, without: tuple[str, ...] = ()) -> np.ndarray:
+    """Coefficients in ``TERMS`` order, the terms in ``without`` held at zero. With ``nonnegative``,
+    the best fit whose cost terms are all at least zero: the least-squares fit over each subset of
+    cost terms held at zero, the best of those that keep the rest non-negative (exact: the bounded
+    optimum is one of them; 32 small fits). Why: when a calibration's terms rise together, an
+    unbounded fit trades them against each other (one below zero, its partner above) and predicts
+    steps unlike the fitted ones badly. ``without`` screens which term a held-out error comes from."""
+    zero = [TERMS.index(term) for term in without]
     if not nonnegative:
-        return np.linalg.lstsq(x, y, rcond=None)[0]
-    bounded = [TERMS.index(term) for term in COST_TERMS]
+        free = [i for i in range(x.shape[1]) if i not in zero]
+        coef = np.zeros(x.shape[1])
+        coef[free] = np.linalg.lstsq(x[:, free], y, rcond=None)[0]
+        return coef
+    bounded = [TERMS.index(term) for term in COST_TERMS if term not in without]
     best: tuple[float, np.ndarray] | None = None
     for held in itertools.chain.from_iterable(itertools.combinations(bounded, k) for k in range(len(bounded) + 1)):
-        free = [i for i in range(x.shape[1]) if i not in held]
+        free = [i for i in range(x.shape[1]) if i not in held and i not in zero]
         coef = np.zeros(x.shape[1])
         coef[free] = np.linalg.lstsq(x[:, free], y, rcond=None)[0]
         sse = float(np.sum((x @ coef - y) ** 2))
@@ -123,16 +128,16 @@ def fitted_steps(logs: list[Path], lag: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(x), np.concatenate(y)
 
 
-def fit(logs: list[Path], gpu: str, model: str, nonnegative: bool = False) -> dict[str, Any]:
+def fit(logs: list[Path], gpu: str, model: str, nonnegative: bool = False, without: tuple[str, ...] = ()) -> dict[str, Any]:
     """Least squares over the non-empty pipelined steps of ``logs`` (its cost terms kept at or
-    above zero with ``nonnegative``), at the output lag (0 or 1 step) with the smaller residual;
-    empty steps run no model."""
+    above zero with ``nonnegative``, the terms in ``without`` held at zero), at the output lag (0
+    or 1 step) with the smaller residual; empty steps run no model."""
     fits = []
     for lag in (0, 1):
         x, y = fitted_steps(logs, lag)
         if len(y) < 2 * len(TERMS):
             raise ValueError(f"{len(y)} non-empty steps in {[str(p) for p in logs]}: too few to fit")
-        coef = least_squares(x, y, nonnegative)
+        coef = least_squares(x, y, nonnegative, without)
         fits.append((float(np.mean((x @ coef - y) ** 2)), lag, x, y, coef))
     _, lag, x, y, coef = min(fits, key=lambda f: f[0])
     pred = x @ coef
@@ -143,7 +148,8 @@ def fit(logs: list[Path], gpu: str, model: str, nonnegative: bool = False) -> di
     return {
         "formula": FORMULA,
         "graph_tokens": GRAPH_TOKENS,
-        "method": "least squares, cost terms at least zero" if nonnegative else "least squares",
+        "method": ("least squares, cost terms at least zero" if nonnegative else "least squares")
+                  + (f", {', '.join(without)} held at zero" if without else ""),
         "coefficients": dict(zip(TERMS, map(float, coef))),
         "correlated_terms": correlated_terms(x),
         "output_lag_steps": lag,
@@ -187,7 +193,7 @@ def study_host(folder: Path) -> dict[str, Any]:
             "token_budgets": sorted({arm["token_budget"] for arm in plan["arms"]})}
 
 
-def fit_study(folder: Path, nonnegative: bool = False) -> dict[str, Any]:
+def fit_study(folder: Path, nonnegative: bool = False, without: tuple[str, ...] = ()) -> dict[str, Any]:
     """The step-time model of a study's step log, with the host that measured it."""
     logs = sorted((folder / "logs").glob(STEP_LOG_FILE + "*"))
     if not logs:
@@ -195,7 +201,7 @@ def fit_study(folder: Path, nonnegative: bool = False) -> dict[str, Any]:
     host = study_host(folder)
     gpu = " / ".join(g.get("name") or "no GPU (CPU)" for g in host["gpu"])
     model = f"{Path(host['model']).name}, {host['api_servers']} API servers"
-    return {**fit(logs, gpu, model, nonnegative), "host": host}
+    return {**fit(logs, gpu, model, nonnegative, without), "host": host}
 
 
 def load(path: Path | str | None) -> dict[str, Any]:
@@ -232,6 +238,13 @@ def write_fit(result: dict[str, Any], out: Path) -> None:
           f"mean relative error {result['mean_relative_error']:.3f}; coefficients {result['coefficients']} -> {out}")
 
 
+def add_without_argument(parser: argparse.ArgumentParser) -> None:
+    """``--without TERM`` (repeatable): fit with that term held at zero, to screen which term a
+    held-out error comes from (docs/simulator.md)."""
+    parser.add_argument("--without", action="append", default=[], choices=TERMS[1:], metavar="TERM",
+                        help=f"hold this term at zero (repeatable; one of {', '.join(TERMS[1:])})")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -247,10 +260,12 @@ def main(argv: list[str]) -> int:
         command.add_argument("--nonnegative", action="store_true",
                              help="keep the cost terms (all but prefill_in_graph) at or above zero: for a "
                                   "calibration whose terms rise together (one prompt length, one budget)")
+        add_without_argument(command)
     args = parser.parse_args(argv)
+    without = tuple(args.without)
     try:
-        result = (fit(args.logs, args.gpu, args.model, args.nonnegative) if args.command == "fit"
-                  else fit_study(args.folder, args.nonnegative))
+        result = (fit(args.logs, args.gpu, args.model, args.nonnegative, without) if args.command == "fit"
+                  else fit_study(args.folder, args.nonnegative, without))
     except (OSError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -159,17 +159,44 @@ def test_a_bounded_fit_keeps_cost_terms_at_zero_or_above_where_least_squares_tra
     assert pairs[("decode_requests", "context_tokens")] > 0.99
 
 
-def test_the_bounded_fit_is_least_squares_when_no_bound_binds():
-    """Steps drawn from non-negative costs with independent terms: both fits give those costs."""
-    rng = np.random.default_rng(3)
-    n = 800
-    prefill = rng.integers(0, 2049, n) * (rng.random(n) < 0.5)
+KNOWN_COSTS = np.array([0.003, 4e-6, 3e-5, 2e-8, 0.015, 0.0])  # in step_model.TERMS order
+
+
+def steps_of_known_cost(seed: int, smallest_prompt_chunk: int, n: int = 800) -> tuple[np.ndarray, np.ndarray]:
+    """(regressors, seconds) of ``n`` steps drawn from KNOWN_COSTS with independent terms: half hold
+    a prompt chunk of ``smallest_prompt_chunk``-2048 tokens, every one 1-256 decoding requests."""
+    rng = np.random.default_rng(seed)
+    prefill = rng.integers(smallest_prompt_chunk, 2049, n) * (rng.random(n) < 0.5)
     decode = rng.integers(1, 257, n)
     x = step_model.design(prefill, decode, prefill + decode * rng.integers(200, 1300, n))
-    truth = np.array([0.003, 4e-6, 3e-5, 2e-8, 0.015, 0.0])
-    y = x @ truth + rng.normal(0, 1e-5, n)
+    return x, x @ KNOWN_COSTS + rng.normal(0, 1e-5, n)
+
+
+def test_the_bounded_fit_is_least_squares_when_no_bound_binds():
+    """Steps drawn from non-negative costs with independent terms: both fits give those costs."""
+    x, y = steps_of_known_cost(3, 0)
+    truth = KNOWN_COSTS
     free, bounded = step_model.least_squares(x, y, False), step_model.least_squares(x, y, True)
     assert bounded[:5] == pytest.approx(truth[:5], rel=0.05) and bounded == pytest.approx(free, rel=1e-6, abs=1e-9)
+
+
+def test_a_term_held_at_zero_stays_there_and_the_others_absorb_its_cost(tmp_path):
+    """Steps drawn from known costs: held at zero, a prompt step's fixed cost moves into the cost
+    per prompt token (bounded or not), and the fit says what it held. On the committed H100
+    calibration, fit-study --without writes a fit with that term at zero and a residual no smaller
+    than the full fit's."""
+    x, y = steps_of_known_cost(5, 256)
+    full = step_model.least_squares(x, y, True)
+    for bounded in (False, True):
+        held = step_model.least_squares(x, y, bounded, ("has_prefill",))
+        assert held[4] == 0.0 and held[1] > 2 * full[1]  # the fixed cost, spread per prompt token
+    out = tmp_path / "without.fit.json"
+    assert step_model.main(["fit-study", str(CALIBRATION), "--nonnegative", "--without", "has_prefill",
+                            "--without", "prefill_in_graph", "--out", str(out)]) == 0
+    fit = json.loads(out.read_text())
+    assert fit["coefficients"]["has_prefill"] == fit["coefficients"]["prefill_in_graph"] == 0.0
+    assert fit["method"].endswith("has_prefill, prefill_in_graph held at zero")
+    assert fit["r2"] <= step_model.fit_study(CALIBRATION, True)["r2"]
 
 
 def test_calibration_adds_the_front_end_s_ttft_that_the_steps_do_not_explain(tmp_path):
