@@ -151,11 +151,12 @@ def sitting_cost(runs: list[Run]) -> dict[str, Any] | None:
     gpu = sum(starts[k] for k in paid) + sum(r.timing["run_wall_s"] for r in timed)
     arms = len({(r.config.budget_in_force, r.config.strategy_variant, r.config.rate_label) for r in timed})
     overhead = [r.timing["client_overhead_s"] for r in timed]
+    one_start = float(np.mean(list(starts.values())))
     return {"runs": len(timed), "configurations": arms, "server starts (s)": list(starts.values()),
             "shared starts (s)": [v for k, v in starts.items() if k not in paid], "arrivals (s)": arrivals,
             "GPU time (s)": gpu, "client overhead (s)": (min(overhead), max(overhead)),
-            "vs arrivals and one start": gpu / (arrivals + float(np.mean(list(starts.values())))),
-            "vs allowance": gpu / (arrivals + arms * float(np.mean(list(starts.values()))))}
+            "vs arrivals and one start": gpu / (arrivals + one_start),
+            "vs allowance": gpu / (arrivals + arms * one_start)}
 
 
 def kept_up(rows: pd.DataFrame) -> pd.DataFrame:

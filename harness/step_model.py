@@ -95,12 +95,7 @@ def least_squares(x: np.ndarray, y: np.ndarray, nonnegative: bool, without: tupl
     unbounded fit trades them against each other (one below zero, its partner above) and predicts
     steps unlike the fitted ones badly. ``without`` screens which term a held-out error comes from."""
     zero = [TERMS.index(term) for term in without]
-    if not nonnegative:
-        free = [i for i in range(x.shape[1]) if i not in zero]
-        coef = np.zeros(x.shape[1])
-        coef[free] = np.linalg.lstsq(x[:, free], y, rcond=None)[0]
-        return coef
-    bounded = [TERMS.index(term) for term in COST_TERMS if term not in without]
+    bounded = [TERMS.index(term) for term in COST_TERMS if term not in without] if nonnegative else []
     best: tuple[float, np.ndarray] | None = None
     for held in itertools.chain.from_iterable(itertools.combinations(bounded, k) for k in range(len(bounded) + 1)):
         free = [i for i in range(x.shape[1]) if i not in held and i not in zero]
@@ -109,7 +104,7 @@ def least_squares(x: np.ndarray, y: np.ndarray, nonnegative: bool, without: tupl
         sse = float(np.sum((x @ coef - y) ** 2))
         if all(coef[i] >= 0 for i in bounded) and (best is None or sse < best[0]):
             best = (sse, coef)
-    assert best is not None  # every cost term held at zero is always feasible
+    assert best is not None  # unbounded: the one fit; bounded: every cost term held at zero is feasible
     return best[1]
 
 

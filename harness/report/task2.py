@@ -232,9 +232,10 @@ def budget_answers(name: str, rate: str, part: pd.DataFrame, med: pd.DataFrame) 
     facts = [f"{name}, {load_label(rate)} ({len(part)} runs that kept up, {int(med['runs'].min())} per budget; "
              f"{how}; {sitting_text(part['sitting'])}). A pair of budgets 'separates' when every run of one is "
              f"below every run of the other."]
+    separating = {}  # each metric's pairs of budgets whose runs separate
     for column in METRICS:
         metric = column.split()[0]
-        pairs = below_pairs(part, column, BUDGET)
+        pairs = separating[column] = below_pairs(part, column, BUDGET)
         rises = THEORY[metric]
         agree, against = theory_pairs(pairs, rises)
         facts.append(f"{column.removesuffix(' (ms)')} (theory: {'rises' if rises else 'falls'} as the budget grows): "
@@ -258,7 +259,7 @@ def budget_answers(name: str, rate: str, part: pd.DataFrame, med: pd.DataFrame) 
                     "is the offered load whatever the budget (A2 is flat; each run's own arrival draw moves it "
                     "a little); the budget's effect on throughput shows at rate inf." if kept_pace else "."))
     chat = chat_budget(med)
-    separated = any(below_pairs(part, column, BUDGET) for column in ("ITL P99 (ms)", "TTFT P99 (ms)"))
+    separated = bool(separating["ITL P99 (ms)"] or separating["TTFT P99 (ms)"])
     facts.append(f"For chat (rule: ITL P99 within {CHAT_ITL_TOLERANCE:.0%} of the best budget's median, then the "
                  f"lowest TTFT P99): {chat}. Its runs: ITL P99 "
                  f"{span_text(part.loc[part[BUDGET] == chat, 'ITL P99 (ms)'], 1)} ms, TTFT P99 "
