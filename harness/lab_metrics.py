@@ -1,7 +1,15 @@
 """Serving metrics from ``vllm bench serve --save-detailed`` data, and their compact storage.
 
 Shared by the harness (which writes each run's ``summary``) and ``plot_results.py`` (which reads
-the per-request arrays back for CDFs), so both compute the same numbers the same way.
+the per-request arrays back for CDFs), so both compute the same numbers the same way: every
+metric reads one form, ``RequestDetail``, which ``compact_detail`` makes from the client's
+per-request arrays (at run time from exact times) and which the per-request file stores
+(``pack_detail``, format 4). It keeps per request the TTFT, start time, lengths and error, and of
+its gaps only their count, sum and late ones; the kept requests' gaps pooled as a histogram; and
+where the chunks of the requests near the summaries' window edges fall. Not the individual gaps
+of the other requests (the files of earlier runs hold them in the git history): results/ must
+stay under 30 MB, and those gaps were most of it. A question the form cannot answer (another
+warm-up fraction, another window edge) raises ValueError.
 
 Definitions (all latencies in milliseconds):
 
@@ -14,7 +22,7 @@ Definitions (all latencies in milliseconds):
   requests; 1.0 means one chunk per token. Below ``FRONTEND_LAG_THRESHOLD`` (0.99) the front end
   lagged: the run's latencies include queueing in the API server, not only the scheduler's work;
 * TPOT: per request, (e2e - ttft) / (output tokens - 1), for requests with more than one token;
-* e2e: ttft + sum(itls); a successful request slower than ``timeout_s`` is a timeout (counted,
+* e2e: ttft + the sum of the request's gaps; a successful request slower than ``timeout_s`` is a timeout (counted,
   kept in the percentiles);
 * throughput: output tokens emitted inside the window [first kept start, last kept end], by any
   successful request (warm-up ones included), / the window's length. Numerator and denominator
@@ -35,12 +43,13 @@ import json
 import lzma
 import math
 import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.provenance import write_bytes_atomic, write_json_atomic
+from harness.provenance import read_json, write_bytes_atomic, write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 # Share of requests, first by start time, left out of a summary as warm-up. One value for the GPU
@@ -57,17 +66,127 @@ MIN_PACE_WINDOW_S = 1.0  # an arrival window shorter than this has no pace to ke
 
 
 # --------------------------------------------------------------------------------------------
-# Compact storage of per-request arrays
+# The compact per-request form, and its storage
 # --------------------------------------------------------------------------------------------
 DETAIL_SUFFIX = ".requests.npz.xz"
 # 1: ITLs and TTFTs as integer microseconds; 2: chunk arrival times quantized (below), TTFTs and
 # start times as float64; 3: as 2, with TTFTs and start times as integer microseconds and every
-# run's arrivals to 100 us, and the bound on each stored arrival's error recorded.
-DETAIL_FORMAT = 3
+# run's arrivals to 100 us, and the bound on each stored arrival's error recorded; 4: the compact
+# form (``RequestDetail``): per request its gap count, gap sum and late gaps instead of its gaps,
+# the kept requests' gaps pooled as a histogram, and the gaps of the requests at the window edges.
+DETAIL_FORMAT = 4
 # The step chunk arrival times are kept to: ITLs on the GPU are 4-60 ms, so no ITL moves by more
 # than 0.1 ms (every summary percentile in a result file was computed at run time from exact times).
 ITL_RESOLUTION_US = 100
-ARRIVAL_ERROR_KEY = "arrival_error_us"  # in unpack_detail's answer: the bound on each arrival's error
+# How close to a window edge a request's chunk times are kept: a request whose first-to-last chunk
+# span comes within EDGE_MARGIN_S of an edge keeps where its chunks fall around it (``EdgeCut``), so
+# float noise in a sum (an edge computed as start + span) cannot put a chunk on the wrong side.
+EDGE_MARGIN_S = 1e-3
+
+
+@dataclass(frozen=True)
+class ItlPool:
+    """Every ITL of the kept successful requests of a run, as a histogram: ``values_s`` sorted and
+    unique (seconds), ``counts`` how often each occurred. Percentiles and CDFs of the pooled ITLs
+    need only this; which requests are kept depends on ``warmup_fraction``, so it is kept with it."""
+
+    values_s: np.ndarray
+    counts: np.ndarray
+    warmup_fraction: float
+
+    def values_ms(self, warmup_fraction: float) -> np.ndarray:
+        """Every pooled ITL in ms, in ascending order, of the requests kept with ``warmup_fraction``.
+        Another warm-up drop than the pool was made with raises ValueError: the pool does not hold
+        the gaps of the requests that drop would keep."""
+        if warmup_fraction != self.warmup_fraction:
+            raise ValueError(f"the ITLs were pooled over the requests kept with warmup_fraction "
+                             f"{self.warmup_fraction}; asked for {warmup_fraction}, which needs gaps not stored")
+        return np.repeat(self.values_s * 1e3, self.counts)
+
+
+@dataclass(frozen=True)
+class EdgeCut:
+    """Where one request's streamed chunks fall around one window edge: ``before``, how many
+    arrived earlier than ``EDGE_MARGIN_S`` before the edge, and ``offsets_s``, the times after the
+    request's first chunk (seconds) of those within ``EDGE_MARGIN_S`` of it. Enough to count the
+    request's chunks on either side of any edge within half the margin of this one."""
+
+    before: int
+    offsets_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class RequestDetail:
+    """A run's per-request data in the form every metric reads (``compact_detail`` makes it).
+
+    Per request: ``ttfts``, ``start_times`` (seconds), ``input_lens``, ``output_lens``, ``errors``
+    as ``vllm bench serve`` saves them, and instead of its gaps their count, their sum (seconds)
+    and how many were under ``LATE_GAP_S``. The kept successful requests' gaps pooled
+    (``itl_pool``); for the window edges that a summary counts tokens up to (``edges_s``), where
+    the chunks of each request that comes near one fall around it (``edge_cuts``, by request and
+    index in ``edges_s``). Why not every gap: they were 25 of the 30 MB that results/ may hold,
+    and no metric needs them one by one.
+    ``arrival_error_us``: the bound on a stored arrival time's error (None: exact, at run time).
+    """
+
+    ttfts: list[float]
+    start_times: list[float]
+    input_lens: list[int]
+    output_lens: list[int]
+    errors: list[str]
+    gap_counts: list[int]
+    gap_sums_s: list[float]
+    late_gap_counts: list[int]
+    itl_pool: ItlPool
+    edges_s: tuple[float, ...]
+    edge_cuts: dict[tuple[int, int], EdgeCut]
+    arrival_error_us: float | None = None
+
+
+def window_edges(start_times: list[float], kept: list[int], ends_s: dict[int, float]) -> tuple[float, ...]:
+    """The times that the summaries count tokens up to: the first and last kept start
+    (``output_pace``'s window) and the last kept successful end (``summarize``'s window ends there,
+    by ``run_span_s``); ``ends_s``: each kept successful request's end."""
+    if not kept:
+        return ()
+    starts = [start_times[i] for i in kept]
+    return (min(starts), max(starts), *([max(ends_s.values())] if ends_s else []))
+
+
+def compact_detail(raw: dict[str, Any], warmup_fraction: float, gap_unit_s: float = 1.0) -> RequestDetail:
+    """The compact form of the per-request arrays ``vllm bench serve --save-detailed`` gives
+    (``DETAIL_KEYS``; ``itls``: one row of gaps per request, in units of ``gap_unit_s``: seconds,
+    or the ticks of a stored file). Every sum and comparison is made on the rows as given, so that
+    a stored file read by an older reader and the compact form of it give the same numbers."""
+    rows = [np.asarray(row) for row in raw["itls"]]
+    gaps_s = [row * gap_unit_s for row in rows]
+    ttfts, starts = [float(t) for t in raw["ttfts"]], [float(t) for t in raw["start_times"]]
+    output_lens, errors = [int(n) for n in raw["output_lens"]], [e or "" for e in raw["errors"]]
+    gap_sums = [float(row.sum()) * gap_unit_s for row in rows]
+    success = [not errors[i] and output_lens[i] > 0 for i in range(len(rows))]
+    kept = kept_indices(starts, warmup_fraction)
+    pooled = [rows[i] for i in kept if success[i]]
+    values, counts = np.unique(np.concatenate(pooled) if pooled else np.zeros(0), return_counts=True)
+    ends = {i: starts[i] + ttfts[i] + gap_sums[i] for i in kept if success[i]}
+    edges = window_edges(starts, kept, ends)
+    edge_cuts = {}
+    for i in range(len(rows)):
+        first = starts[i] + ttfts[i]
+        near = [k for k, edge in enumerate(edges)
+                if success[i] and first - EDGE_MARGIN_S <= edge <= first + gap_sums[i] + EDGE_MARGIN_S]
+        if near:  # the chunks' times after the first, summed in the rows' own units
+            offsets = np.concatenate((np.zeros(1, dtype=rows[i].dtype), np.cumsum(rows[i]))) * gap_unit_s
+            times = first + offsets
+            for k in near:
+                band = (times >= edges[k] - EDGE_MARGIN_S) & (times <= edges[k] + EDGE_MARGIN_S)
+                edge_cuts[i, k] = EdgeCut(int(np.count_nonzero(times < edges[k] - EDGE_MARGIN_S)),
+                                          offsets[band].astype(np.float64))
+    return RequestDetail(
+        ttfts=ttfts, start_times=starts, input_lens=[int(n) for n in raw["input_lens"]], output_lens=output_lens,
+        errors=errors, gap_counts=[len(row) for row in rows], gap_sums_s=gap_sums,
+        late_gap_counts=[int(np.count_nonzero(g < LATE_GAP_S)) for g in gaps_s],
+        itl_pool=ItlPool(values * gap_unit_s, counts.astype(np.int64), warmup_fraction),
+        edges_s=edges, edge_cuts=edge_cuts)
 
 
 def quantized_gap_ticks(gaps_s: list[float], step_us: int = ITL_RESOLUTION_US) -> np.ndarray:
@@ -87,34 +206,63 @@ def microseconds(values_s: list[float | None]) -> np.ndarray:
     return np.rint(np.array([v or 0.0 for v in values_s], dtype=np.float64) * 1e6).astype(np.int64)
 
 
-def pack_detail(client: dict[str, Any], arrival_error_us: float | None = None) -> bytes:
-    """Per-request arrays as an xz-compressed ``.npz`` (format ``DETAIL_FORMAT``).
+def stored_raw(raw: dict[str, Any], gap_unit_s: float = 1.0) -> dict[str, Any]:
+    """``raw`` as a format 3 file would give it back: gaps as ``ITL_RESOLUTION_US`` ticks
+    (``quantized_gap_ticks``; rows already in such ticks as they are), TTFTs and start times
+    to the microsecond. What a file keeps is derived from this, never from the exact times."""
+    if round(gap_unit_s * 1e6, 9) == ITL_RESOLUTION_US:
+        ticks = [np.asarray(row, dtype=np.int64) for row in raw["itls"]]
+    else:
+        ticks = [quantized_gap_ticks(np.asarray(row, dtype=np.float64) * gap_unit_s) for row in raw["itls"]]
+    return {"ttfts": microseconds(raw["ttfts"]) / 1e6,
+            "start_times": np.cumsum(np.diff(microseconds(raw["start_times"]), prepend=0)) / 1e6,
+            "itls": ticks, "input_lens": raw["input_lens"], "output_lens": raw["output_lens"], "errors": raw["errors"]}
 
-    Chunk arrival times are kept to ``ITL_RESOLUTION_US`` (``quantized_gap_ticks``) as int32 ticks
-    (2**31 of them: 59 hours) with per-request offsets; TTFTs to the microsecond, start times to
-    the microsecond as differences from the previous request's (which compress to a third).
-    ``arrival_error_us``: the bound on each stored arrival time's error, recorded in the file; half
-    a step for exact input, more when ``client`` was itself read from a coarser file
-    (``repack_detail``). Why not exact times: the results folder must stay under 30 MB over well
-    over a hundred runs, and exact ITLs (hundreds of thousands a run) were 9/10 of it.
+
+def pack_detail(raw: dict[str, Any], warmup_fraction: float, arrival_error_us: float | None = None,
+                gap_unit_s: float = 1.0) -> bytes:
+    """The compact form (``compact_detail``) of per-request arrays as an xz-compressed ``.npz``
+    (format ``DETAIL_FORMAT``), made from the arrays as stored (``stored_raw``: chunk arrivals to
+    ``ITL_RESOLUTION_US``, TTFTs and start times to the microsecond).
+
+    Gap sums, pooled ITLs and the chunk times at the window edges as int ticks (int32: 2**31 of
+    them are 59 hours), start times as differences from the previous request's (which
+    compress to a third). ``arrival_error_us``: the bound on each stored arrival time's error,
+    recorded in the file; half a step for exact input, more when ``raw`` was itself read from a
+    coarser file (``repack_detail``). Why not exact times, nor every gap: the results folder must
+    stay under 30 MB over well over a hundred runs, and every gap of every request was 9/10 of it.
     """
-    itls = client["itls"]
-    ticks = [quantized_gap_ticks(row) for row in itls]
-    flat = np.concatenate(ticks) if ticks else np.zeros(0, dtype=np.int64)
-    start_us = microseconds(client["start_times"])
+    step_s = ITL_RESOLUTION_US / 1e6
+    stored = stored_raw(raw, gap_unit_s)
+    compact = compact_detail(stored, warmup_fraction, step_s)
+    cuts = sorted(compact.edge_cuts.items())
+
+    def ticks(values_s: Any) -> np.ndarray:  # exact: every value is a whole number of ticks times step_s
+        return np.rint(np.asarray(values_s, dtype=np.float64) / step_s).astype(np.int64)
+
     buffer = io.BytesIO()
     np.savez(
         buffer,
         format_version=np.int32(DETAIL_FORMAT),
         itl_resolution_us=np.int32(ITL_RESOLUTION_US),
         arrival_error_us=np.float64(ITL_RESOLUTION_US / 2 if arrival_error_us is None else arrival_error_us),
-        ttft_us=microseconds(client["ttfts"]),
-        itl_ticks=flat.astype(np.int32),
-        itl_offsets=np.cumsum([0] + [len(row) for row in itls], dtype=np.int64),
-        input_lens=np.array(client["input_lens"], dtype=np.int32),
-        output_lens=np.array(client["output_lens"], dtype=np.int32),
-        start_step_us=np.diff(start_us, prepend=0),
-        errors=np.array([e or "" for e in client["errors"]], dtype=np.str_),
+        warmup_fraction=np.float64(warmup_fraction),
+        ttft_us=microseconds(raw["ttfts"]),
+        start_step_us=np.diff(microseconds(raw["start_times"]), prepend=0),
+        input_lens=np.array(compact.input_lens, dtype=np.int32),
+        output_lens=np.array(compact.output_lens, dtype=np.int32),
+        errors=np.array(compact.errors, dtype=np.str_),
+        gap_counts=np.array(compact.gap_counts, dtype=np.int32),
+        gap_sum_ticks=ticks(compact.gap_sums_s),
+        late_gap_counts=np.array(compact.late_gap_counts, dtype=np.int32),
+        itl_pool_ticks=ticks(compact.itl_pool.values_s).astype(np.int32),
+        itl_pool_counts=compact.itl_pool.counts,
+        edges_s=np.array(compact.edges_s, dtype=np.float64),
+        cut_requests=np.array([i for (i, _), _ in cuts], dtype=np.int32),
+        cut_edges=np.array([k for (_, k), _ in cuts], dtype=np.int8),
+        cut_before=np.array([cut.before for _, cut in cuts], dtype=np.int32),
+        cut_sizes=np.array([len(cut.offsets_s) for _, cut in cuts], dtype=np.int32),
+        cut_ticks=ticks(np.concatenate([cut.offsets_s for _, cut in cuts]) if cuts else []).astype(np.int32),
     )
     return lzma.compress(buffer.getvalue(), preset=9)
 
@@ -124,48 +272,103 @@ def stored_arrays(packed: bytes) -> Any:
     return np.load(io.BytesIO(lzma.decompress(packed)))
 
 
-def unpack_detail(packed: bytes) -> dict[str, Any]:
-    """Inverse of ``pack_detail``: lists in seconds, as ``vllm bench serve`` saved them (to the
-    file's resolution), and ``ARRIVAL_ERROR_KEY``. Also reads formats 1 (ITLs and TTFTs as integer
-    microseconds) and 2 (TTFTs and start times as float64), which earlier runs have."""
-    return detail_from_arrays(stored_arrays(packed))
+def stored_format(data: Any) -> int:
+    return int(data["format_version"]) if "format_version" in data else 1
 
 
-def detail_from_arrays(data: Any) -> dict[str, Any]:
-    """``unpack_detail`` of arrays already loaded (``stored_arrays``)."""
+def unpack_detail(packed: bytes, warmup_fraction: float | None = None) -> RequestDetail:
+    """A per-request file as the compact form. Format 4 is that form already; formats 1-3 (every
+    gap of every request) go through ``compact_detail``, which pools the ITLs of the requests kept
+    with ``warmup_fraction`` (the run's ``config.warmup_fraction``) and needs it."""
+    data = stored_arrays(packed)
+    if stored_format(data) >= 4:
+        return detail_from_format_4(data)
+    if warmup_fraction is None:
+        raise ValueError("a per-request file of format 1-3 needs the run's warmup_fraction to pool its ITLs")
+    raw, gap_unit_s, error_us = raw_from_old_format(data)
+    return replace(compact_detail(raw, warmup_fraction, gap_unit_s), arrival_error_us=error_us)
+
+
+def detail_from_format_4(data: Any) -> RequestDetail:
+    """The compact form as a format 4 file stores it; every quantity in seconds is its ticks times
+    the step, as ``compact_detail`` computed it from the ticks when the file was written."""
+    step_s = int(data["itl_resolution_us"]) / 1e6
+    bounds = np.cumsum(np.concatenate(([0], data["cut_sizes"])))
+    cut_ticks = data["cut_ticks"].astype(np.int64)
+    return RequestDetail(
+        ttfts=(data["ttft_us"] / 1e6).tolist(), start_times=(np.cumsum(data["start_step_us"]) / 1e6).tolist(),
+        input_lens=data["input_lens"].tolist(), output_lens=data["output_lens"].tolist(),
+        errors=data["errors"].tolist(), gap_counts=data["gap_counts"].tolist(),
+        gap_sums_s=[float(t) * step_s for t in data["gap_sum_ticks"].tolist()],
+        late_gap_counts=data["late_gap_counts"].tolist(),
+        itl_pool=ItlPool(data["itl_pool_ticks"].astype(np.int64) * step_s, data["itl_pool_counts"].astype(np.int64),
+                         float(data["warmup_fraction"])),
+        edges_s=tuple(data["edges_s"].tolist()),
+        edge_cuts={(i, k): EdgeCut(before, cut_ticks[bounds[n]:bounds[n + 1]] * step_s)
+                   for n, (i, k, before) in enumerate(zip(data["cut_requests"].tolist(), data["cut_edges"].tolist(),
+                                                          data["cut_before"].tolist()))},
+        arrival_error_us=float(data["arrival_error_us"]))
+
+
+def raw_from_old_format(data: Any) -> tuple[dict[str, Any], float, float]:
+    """The arrays of a format 1-3 file as ``vllm bench serve`` saved them, gaps in the file's
+    units; with the length of that unit (seconds) and the bound on an arrival's error (us)."""
     offsets = data["itl_offsets"]
-    version = int(data["format_version"]) if "format_version" in data else 1
+    version = stored_format(data)
     if version == 1:
-        itl, ttfts, starts, error_us = data["itl_us"] / 1e6, data["ttft_us"] / 1e6, data["start_times"], 0.5
+        gaps, unit_s, ttfts, starts, error_us = data["itl_us"], 1e-6, data["ttft_us"] / 1e6, data["start_times"], 0.5
     else:
-        itl = data["itl_ticks"] * (int(data["itl_resolution_us"]) / 1e6)
+        gaps, unit_s = data["itl_ticks"].astype(np.int64), int(data["itl_resolution_us"]) / 1e6
         if version == 2:
             ttfts, starts, error_us = data["ttfts"], data["start_times"], int(data["itl_resolution_us"]) / 2
         else:
             ttfts, error_us = data["ttft_us"] / 1e6, float(data["arrival_error_us"])
             starts = np.cumsum(data["start_step_us"]) / 1e6
-    return {
-        "ttfts": ttfts.tolist(),
-        "itls": [itl[offsets[i]:offsets[i + 1]].tolist() for i in range(len(offsets) - 1)],
-        "input_lens": data["input_lens"].tolist(),
-        "output_lens": data["output_lens"].tolist(),
-        "start_times": starts.tolist(),
-        "errors": data["errors"].tolist(),
-        ARRIVAL_ERROR_KEY: error_us,
-    }
+    raw = {"ttfts": ttfts.tolist(), "start_times": starts.tolist(),
+           "itls": [gaps[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)],
+           "input_lens": data["input_lens"].tolist(), "output_lens": data["output_lens"].tolist(),
+           "errors": data["errors"].tolist()}
+    return raw, unit_s, error_us
 
 
-def repack_detail(packed: bytes) -> bytes:
-    """A stored file in the current format. Arrival times already on a multiple of the current
-    step keep their error bound; others (a 50 us file) are rounded again, and the bound grows by
-    half a step (75 us for a 50 us file), which the new file records."""
+def repack_detail(packed: bytes, warmup_fraction: float) -> bytes | None:
+    """A stored file in the current format; None for one already in it. Arrival times already on
+    a multiple of the current step keep their error bound; others (a 50 us file) are rounded
+    again, and the bound grows by half a step (75 us for a 50 us file), which the new file records."""
     data = stored_arrays(packed)
-    client = detail_from_arrays(data)
+    if stored_format(data) == DETAIL_FORMAT:
+        return None
+    raw, gap_unit_s, error_us = raw_from_old_format(data)
     old_step_us = int(data["itl_resolution_us"]) if "itl_resolution_us" in data else 1
-    error_us = client.pop(ARRIVAL_ERROR_KEY)
     if old_step_us % ITL_RESOLUTION_US:
         error_us += ITL_RESOLUTION_US / 2
-    return pack_detail(client, error_us)
+    return pack_detail(raw, warmup_fraction, error_us, gap_unit_s)
+
+
+def repack_folder(folder: Path) -> tuple[int, int, int]:
+    """Rewrite, in place and atomically, every per-request file that a result file under
+    ``folder`` names into the current format, with the run's own warm-up fraction; files already
+    in it are left alone. Prints each file's bytes before and after; returns (files rewritten,
+    bytes before, bytes after) over the files rewritten."""
+    from harness.provenance import COMPRESSED_RECORD_SUFFIX
+
+    done = before = after = 0
+    records = sorted([*folder.rglob("*.json"), *folder.rglob("*" + COMPRESSED_RECORD_SUFFIX)])
+    for record_path in records:
+        record = read_json(record_path)
+        name = (record.get("client") or {}).get("detail_file") if isinstance(record, dict) else None
+        if not name:
+            continue
+        path = record_path.parent / name
+        packed = path.read_bytes()
+        new = repack_detail(packed, record["config"]["warmup_fraction"])
+        if new is None:
+            continue
+        write_bytes_atomic(path, new)
+        done, before, after = done + 1, before + len(packed), after + len(new)
+        print(f"{path}: {len(packed):,} -> {len(new):,} bytes")
+    print(f"{done} files rewritten: {before:,} -> {after:,} bytes")
+    return done, before, after
 
 
 def detail_path(result_path: Path) -> Path:
@@ -174,21 +377,22 @@ def detail_path(result_path: Path) -> Path:
     return result_path.with_name(result_path.name.removesuffix(".xz").removesuffix(".json") + DETAIL_SUFFIX)
 
 
-def write_run(result_path: Path, result: dict[str, Any], detail: dict[str, Any], packed: bytes | None = None) -> None:
-    """Write one run: its per-request arrays first, then the result file that names them, so a
-    result file (what a resumed sweep looks for) never exists without its arrays. ``packed``:
-    ``pack_detail(detail)`` where the caller already has it."""
+def write_run(result_path: Path, result: dict[str, Any], packed: bytes) -> None:
+    """Write one run: its per-request arrays (``pack_detail``) first, then the result file that
+    names them, so a result file (what a resumed sweep looks for) never exists without its arrays."""
     arrays = detail_path(result_path)
-    write_bytes_atomic(arrays, packed if packed is not None else pack_detail(detail))
+    write_bytes_atomic(arrays, packed)
     result["client"]["detail_file"] = arrays.name
     write_json_atomic(result_path, result)
 
 
-def read_detail(result_path: Path, run: dict[str, Any] | None = None) -> dict[str, Any]:
+def read_detail(result_path: Path, run: dict[str, Any] | None = None) -> RequestDetail:
     """A result file's per-request arrays, from the file beside it (``run``, the result already
-    read, saves reading it again)."""
-    run = run if run is not None else json.loads(result_path.read_text())
-    return unpack_detail((result_path.parent / run["client"]["detail_file"]).read_bytes())
+    read, saves reading it again; its ``client`` block names the file, its ``config`` gives the
+    warm-up fraction that a file of format 1-3 pools its ITLs with)."""
+    run = run if run is not None else read_json(result_path)
+    warmup_fraction = (run.get("config") or {}).get("warmup_fraction")
+    return unpack_detail((result_path.parent / run["client"]["detail_file"]).read_bytes(), warmup_fraction)
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,64 +418,78 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return out
 
 
-def is_success(detail: dict[str, Any], i: int) -> bool:
-    return not detail["errors"][i] and detail["output_lens"][i] > 0
+def is_success(detail: RequestDetail, i: int) -> bool:
+    return not detail.errors[i] and detail.output_lens[i] > 0
 
 
-def request_e2e_s(detail: dict[str, Any], i: int) -> float:
+def request_e2e_s(detail: RequestDetail, i: int) -> float:
     """End-to-end latency of a successful request: TTFT plus every inter-token gap."""
-    return detail["ttfts"][i] + sum(detail["itls"][i])
+    return detail.ttfts[i] + detail.gap_sums_s[i]
 
 
-def request_tpot_ms(detail: dict[str, Any], i: int, e2e_s: float) -> float | None:
+def request_tpot_ms(detail: RequestDetail, i: int, e2e_s: float) -> float | None:
     """Mean gap after the first token; None for a one-token request, which has no gap."""
-    n_out = detail["output_lens"][i]
-    return (e2e_s - detail["ttfts"][i]) * 1e3 / (n_out - 1) if n_out > 1 else None
+    n_out = detail.output_lens[i]
+    return (e2e_s - detail.ttfts[i]) * 1e3 / (n_out - 1) if n_out > 1 else None
 
 
-def run_span_s(detail: dict[str, Any], kept: list[int], e2e_s: dict[int, float]) -> float:
+def run_span_s(detail: RequestDetail, kept: list[int], e2e_s: dict[int, float]) -> float:
     """First kept start to last successful end (``e2e_s`` holds the successful requests): the
     window that throughput and goodput are divided by."""
     if not e2e_s:
         return 0.0
-    return (max(detail["start_times"][i] + e for i, e in e2e_s.items())
-            - min(detail["start_times"][i] for i in kept))
+    return (max(detail.start_times[i] + e for i, e in e2e_s.items())
+            - min(detail.start_times[i] for i in kept))
 
 
-def request_throughput(detail: dict[str, Any]) -> float | None:
+def request_throughput(detail: RequestDetail) -> float | None:
     """Completed requests per second over the run, as ``vllm bench serve`` defines its
     ``request_throughput``: every successful request (no warm-up dropped) over the span from the
     first request's start to the last successful end. vLLM's duration starts when its client
     starts, before the first send (one inter-arrival gap earlier at a finite rate, about
     1/num_prompts of the run), which the arrays do not record: on the committed H200 runs this
     reads 0.01-0.41% above the client's own figure. None without a successful request."""
-    starts = detail["start_times"]
+    starts = detail.start_times
     ends = [starts[i] + request_e2e_s(detail, i) for i in range(len(starts)) if is_success(detail, i)]
     span = max(ends) - min(starts) if ends else 0.0
     return len(ends) / span if span > 0 else None
 
 
-def chunk_times_and_weights(detail: dict[str, Any], i: int) -> tuple[np.ndarray, float]:
-    """When request ``i``'s streamed chunks arrived (client clock, seconds) and how many output
-    tokens each chunk stands for (output_len / chunks: 1.0 when the front end kept up)."""
-    gaps = np.asarray(detail["itls"][i], dtype=np.float64)
-    first = detail["start_times"][i] + detail["ttfts"][i]
-    times = first + np.concatenate(([0.0], np.cumsum(gaps)))
-    return times, detail["output_lens"][i] / len(times)
+def chunks_before(detail: RequestDetail, i: int, edge: float, inclusive: bool) -> int:
+    """How many of request ``i``'s streamed chunks arrived before ``edge`` (at or before, with
+    ``inclusive``). A request whose chunks all fall half a margin clear of the edge needs no
+    chunk times; one nearer needs its ``EdgeCut`` at a kept edge within half a margin, and raises
+    ValueError without one rather than give a wrong count."""
+    near = EDGE_MARGIN_S / 2
+    first = detail.start_times[i] + detail.ttfts[i]
+    if first + detail.gap_sums_s[i] < edge - near:
+        return detail.gap_counts[i] + 1
+    if first > edge + near:
+        return 0
+    for k, kept_edge in enumerate(detail.edges_s):
+        if abs(kept_edge - edge) <= near and (i, k) in detail.edge_cuts:
+            cut = detail.edge_cuts[i, k]
+            times = first + cut.offsets_s
+            return cut.before + int(np.count_nonzero(times <= edge if inclusive else times < edge))
+    raise ValueError(f"request {i}'s chunk times near {edge:.6f} s were not kept: only those within "
+                     f"{EDGE_MARGIN_S * 1e3:g} ms of the summaries' window edges {detail.edges_s} are")
 
 
-def tokens_in_window(detail: dict[str, Any], start: float, end: float) -> float:
-    """Output tokens that every successful request emitted inside [start, end]."""
+def tokens_in_window(detail: RequestDetail, start: float, end: float) -> float:
+    """Output tokens that every successful request emitted inside [start, end]: each of its
+    chunks stands for output_len / chunks tokens (1.0 when the front end kept up). Only the
+    summaries' windows can be counted (``chunks_before``)."""
     total = 0.0
-    for i in range(len(detail["start_times"])):
+    for i in range(len(detail.start_times)):
         if not is_success(detail, i):
             continue
-        times, weight = chunk_times_and_weights(detail, i)
-        total += weight * int(np.count_nonzero((times >= start) & (times <= end)))
+        weight = detail.output_lens[i] / (detail.gap_counts[i] + 1)
+        inside = chunks_before(detail, i, end, inclusive=True) - chunks_before(detail, i, start, inclusive=False)
+        total += weight * inside
     return total
 
 
-def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[str, Any]:
+def token_gap_completeness(detail: RequestDetail, indices: list[int]) -> dict[str, Any]:
     """How many inter-token gaps the client saw, against how many tokens it was sent.
 
     One streamed chunk per token gives ``output_len - 1`` ITL entries; fewer mean the API server
@@ -283,11 +501,11 @@ def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[s
     seen = expected = complete = requests = late = 0
     worst = math.inf
     for i in indices:
-        n_out = detail["output_lens"][i]
+        n_out = detail.output_lens[i]
         if not is_success(detail, i) or n_out < 2:
             continue
-        got = len(detail["itls"][i])
-        late += sum(1 for gap in detail["itls"][i] if gap < LATE_GAP_S)
+        got = detail.gap_counts[i]
+        late += detail.late_gap_counts[i]
         seen, expected, requests = seen + got, expected + n_out - 1, requests + 1
         complete += got >= n_out - 1
         worst = min(worst, got / (n_out - 1))
@@ -302,12 +520,12 @@ def token_gap_completeness(detail: dict[str, Any], indices: list[int]) -> dict[s
             "threshold": FRONTEND_LAG_THRESHOLD}
 
 
-def run_timing(detail: dict[str, Any], begin: float, load: float | None, end: float) -> dict[str, Any]:
+def run_timing(detail: RequestDetail, begin: float, load: float | None, end: float) -> dict[str, Any]:
     """Where a run's wall time went (``begin``/``load``/``end``: one monotonic clock, when the
     client was started, began its load and was done): its set-up (dataset, tokenizer check, test
     prompt), the arrival window (first to last request sent), the drain (last request sent to last
     token) and the overhead (the wall time beyond the arrival window), in seconds."""
-    starts = detail["start_times"]
+    starts = detail.start_times
     ends = [starts[i] + request_e2e_s(detail, i) for i in range(len(starts)) if is_success(detail, i)]
     window = max(starts) - min(starts) if starts else 0.0
     wall = end - begin
@@ -316,37 +534,37 @@ def run_timing(detail: dict[str, Any], begin: float, load: float | None, end: fl
             "client_overhead_s": round(wall - window, 2)}
 
 
-def summarize(detail: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION,
+def summarize(detail: RequestDetail, warmup_fraction: float = WARMUP_FRACTION,
               timeout_s: float | None = None) -> dict[str, Any]:
     """The run's summary numbers from per-request data (see the module docstring)."""
-    kept = kept_indices(detail["start_times"], warmup_fraction)
+    kept = kept_indices(detail.start_times, warmup_fraction)
     ok = [i for i in kept if is_success(detail, i)]
     ok_set = set(ok)
-    ttft_ms = [detail["ttfts"][i] * 1e3 if i in ok_set else math.inf for i in kept]
-    itl_ms = [x * 1e3 for i in ok for x in detail["itls"][i]]
+    ttft_ms = [detail.ttfts[i] * 1e3 if i in ok_set else math.inf for i in kept]
+    itl_ms = detail.itl_pool.values_ms(warmup_fraction)
     e2e_s = {i: request_e2e_s(detail, i) for i in ok}
     tpot_ms = [tpot for i in ok if (tpot := request_tpot_ms(detail, i, e2e_s[i])) is not None]
     e2e_ms = [e2e_s[i] * 1e3 if i in e2e_s else math.inf for i in kept]
     timeouts = sum(1 for i in ok if timeout_s is not None and e2e_s[i] > timeout_s)
-    output_tokens = sum(detail["output_lens"][i] for i in ok)
+    output_tokens = sum(detail.output_lens[i] for i in ok)
     span = run_span_s(detail, kept, e2e_s)
-    window_start = min((detail["start_times"][i] for i in kept), default=0.0)
+    window_start = min((detail.start_times[i] for i in kept), default=0.0)
     window_tokens = tokens_in_window(detail, window_start, window_start + span) if span > 0 else 0.0
     failed = len(kept) - len(ok)
     return {
         "warmup_fraction": warmup_fraction,
-        "num_requests": len(detail["start_times"]),
+        "num_requests": len(detail.start_times),
         "num_kept": len(kept),
         "num_failed": failed,
         "num_timeouts": timeouts,
         "timeout_s": timeout_s,
         "timeout_rate": (timeouts + failed) / len(kept) if kept else None,
         "ttft_ms": percentiles(ttft_ms),
-        "itl_ms": percentiles(itl_ms),
+        "itl_ms": percentiles(itl_ms.tolist()),
         "tpot_ms": percentiles(tpot_ms),
         "e2el_ms": percentiles(e2e_ms),
         "mean_ttft_ms": float(np.mean(ttft_ms)) if ttft_ms else None,
-        "mean_itl_ms": float(np.mean(itl_ms)) if itl_ms else None,
+        "mean_itl_ms": float(np.mean(itl_ms)) if itl_ms.size else None,
         "output_tokens": output_tokens,
         "duration_s": span,
         "window_output_tokens": window_tokens,
@@ -356,24 +574,24 @@ def summarize(detail: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION,
     }
 
 
-def output_pace(detail: dict[str, Any], kept: list[int]) -> dict[str, float] | None:
+def output_pace(detail: RequestDetail, kept: list[int]) -> dict[str, float] | None:
     """Did the engine keep pace with its load? Over the kept arrival window (first to last kept
     start), the output tokens emitted per second against those the requests arriving in it asked
     for; ``ratio`` near 1 in a run that kept up, below it where the queue grew. Unlike the completed
     request rate, it has no drain in it: a short run's last requests still decoding after the last
     arrival do not read as overload. None for a window under ``MIN_PACE_WINDOW_S``: at rate inf the
     requests go out within a moment, and there is no arrival pace to keep."""
-    starts = [detail["start_times"][i] for i in kept]
+    starts = [detail.start_times[i] for i in kept]
     first, last = (min(starts), max(starts)) if starts else (0.0, 0.0)
     if last - first < MIN_PACE_WINDOW_S:
         return None
     window = last - first
     emitted = tokens_in_window(detail, first, last) / window
-    offered = sum(detail["output_lens"][i] for i, t in enumerate(detail["start_times"]) if first <= t <= last) / window
+    offered = sum(detail.output_lens[i] for i, t in enumerate(detail.start_times) if first <= t <= last) / window
     return {"emitted_tok_s": emitted, "offered_tok_s": offered, "ratio": emitted / offered if offered else math.nan}
 
 
-def frontend_check(detail: dict[str, Any], warmup_fraction: float,
+def frontend_check(detail: RequestDetail, warmup_fraction: float,
                    server_cpu: list[dict[str, Any]] | None, client_cpu: list[float | None] | None,
                    api_server_count: int | None) -> dict[str, Any]:
     """Did the processes around the scheduler keep up in this run? (the ``frontend`` block)
@@ -385,7 +603,7 @@ def frontend_check(detail: dict[str, Any], warmup_fraction: float,
     thread at a time, so one near 1.0 core is saturated. None where a reading was not taken (the
     CPU readings of runs made before they existed).
     """
-    gaps = token_gap_completeness(detail, kept_indices(detail["start_times"], warmup_fraction))
+    gaps = token_gap_completeness(detail, kept_indices(detail.start_times, warmup_fraction))
     by_role: dict[str, float] = {}
     api_total = None
     for row in server_cpu or []:
@@ -417,7 +635,7 @@ def slo_key(spec: str | None) -> str:
     return " ".join(f"{name}:{value:g}" for name, value in parse_slo(spec).items())
 
 
-def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
+def slo_attainment(detail: RequestDetail, slo: dict[str, float],
                    warmup_fraction: float = WARMUP_FRACTION) -> dict[str, Any]:
     """Share of kept requests that meet every term of ``slo`` (ms), and goodput in requests/s.
 
@@ -436,13 +654,13 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
     the last third the same share, one that still grows gives the last third less
     (``rules.steady_trend``).
     """
-    kept = kept_indices(detail["start_times"], warmup_fraction)
+    kept = kept_indices(detail.start_times, warmup_fraction)
     e2e_s = {i: request_e2e_s(detail, i) for i in kept if is_success(detail, i)}
     met_slo: set[int] = set()
     missed = {name: 0 for name in slo}
     for i, e2e in e2e_s.items():
         tpot = request_tpot_ms(detail, i, e2e)
-        met = {"ttft": detail["ttfts"][i] * 1e3, "tpot": 0.0 if tpot is None else tpot, "e2el": e2e * 1e3}
+        met = {"ttft": detail.ttfts[i] * 1e3, "tpot": 0.0 if tpot is None else tpot, "e2el": e2e * 1e3}
         misses = [name for name, limit in slo.items() if met[name] > limit]
         for name in misses:
             missed[name] += 1
@@ -450,14 +668,14 @@ def slo_attainment(detail: dict[str, Any], slo: dict[str, float],
             met_slo.add(i)
     good = len(met_slo)
     span = run_span_s(detail, kept, e2e_s)
-    tokens = {i: detail["input_lens"][i] + detail["output_lens"][i] for i in kept}
+    tokens = {i: detail.input_lens[i] + detail.output_lens[i] for i in kept}
     return {"slo_ms": dict(slo), "num_kept": len(kept), "num_good": good,
             "num_failed": len(kept) - len(e2e_s), "num_missed_by_term": missed,
             "attainment": good / len(kept) if kept else None,
             "goodput_req_s": good / span if span > 0 else None,
             "token_attainment": sum(tokens[i] for i in met_slo) / sum(tokens.values()) if kept else None,
             "longest_decile": longest_decile(detail, kept, e2e_s, met_slo),
-            "by_third": attainment_by_third(detail["start_times"], kept, met_slo)}
+            "by_third": attainment_by_third(detail.start_times, kept, met_slo)}
 
 
 def attainment_by_third(start_times: list[float], kept: list[int], met_slo: set[int]) -> list[float | None]:
@@ -474,15 +692,15 @@ def attainment_by_third(start_times: list[float], kept: list[int], met_slo: set[
     return [sum(i in met_slo for i in part) / len(part) if part else None for part in thirds]
 
 
-def longest_decile(detail: dict[str, Any], kept: list[int], e2e_s: dict[int, float],
+def longest_decile(detail: RequestDetail, kept: list[int], e2e_s: dict[int, float],
                    met_slo: set[int]) -> dict[str, Any] | None:
     """The kept requests whose prompts are at least the 90th percentile of the kept prompts'
     lengths: how many, their SLO attainment, their TTFT P99 and maximum (ms; a failure as inf)."""
     if not kept:
         return None
-    bar = float(np.percentile([detail["input_lens"][i] for i in kept], 90))
-    longest = [i for i in kept if detail["input_lens"][i] >= bar]
-    ttft = [detail["ttfts"][i] * 1e3 if i in e2e_s else math.inf for i in longest]
+    bar = float(np.percentile([detail.input_lens[i] for i in kept], 90))
+    longest = [i for i in kept if detail.input_lens[i] >= bar]
+    ttft = [detail.ttfts[i] * 1e3 if i in e2e_s else math.inf for i in longest]
     return {"min_prompt_tokens": int(math.ceil(bar)), "num": len(longest),
             "attainment": sum(i in met_slo for i in longest) / len(longest),
             "ttft_p99_ms": percentiles(ttft)["p99"], "ttft_max_ms": max(ttft)}
@@ -515,3 +733,21 @@ class PeriodicSampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.lab_metrics repack FOLDER``: every per-request file under FOLDER in the
+    current format (``repack_folder``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m harness.lab_metrics", description=main.__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("repack", help="rewrite per-request files in the current format").add_argument(
+        "folder", type=Path)
+    args = parser.parse_args(argv)
+    repack_folder(args.folder)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

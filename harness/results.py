@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.lab_metrics import (is_success, kept_indices, output_pace, parse_slo, read_detail, request_throughput,
-                                 slo_attainment, slo_key)
+from harness.lab_metrics import (RequestDetail, is_success, kept_indices, output_pace, parse_slo, read_detail,
+                                 request_throughput, slo_attainment, slo_key)
 from harness.provenance import read_json, record_paths
 from harness.run_config import RunConfig
 from harness.strategies import RETIRED, STRATEGIES
@@ -146,7 +146,7 @@ def provenance_line(metas: list[dict[str, Any] | None]) -> str:
 @dataclass
 class Run:
     """One serving run: the blocks of its result file, where it lives, and its per-request arrays
-    (``ttfts``, ``itls``, ``start_times``, ... as ``vllm bench serve`` saved them), read once."""
+    in the compact form (``lab_metrics.RequestDetail``), read once."""
 
     path: Path
     meta: dict[str, Any]
@@ -174,8 +174,8 @@ class Run:
         return self.path.parent.name
 
     @cached_property
-    def detail(self) -> dict[str, Any]:
-        return read_detail(self.path, {"client": self.client})
+    def detail(self) -> RequestDetail:
+        return read_detail(self.path, {"client": self.client, "config": {"warmup_fraction": self.config.warmup_fraction}})
 
     def attainment(self, slo: str | None) -> dict[str, Any]:
         """SLO attainment (``lab_metrics.slo_attainment``) under ``slo`` ("ttft:500 tpot:50"; None:
@@ -205,7 +205,7 @@ class Run:
         if not self.client.get("detail_file"):
             return None
         detail = self.detail
-        pace = output_pace(detail, kept_indices(detail["start_times"], self.config.warmup_fraction))
+        pace = output_pace(detail, kept_indices(detail.start_times, self.config.warmup_fraction))
         return pace["ratio"] if pace else None
 
     @property
@@ -256,7 +256,7 @@ def client_start_spread_s(run: Run) -> float | None:
     processes = run.client.get("per_process") or []
     if len(processes) < 2:
         return None
-    starts, firsts, at = run.detail["start_times"], [], 0
+    starts, firsts, at = run.detail.start_times, [], 0
     for process in processes:
         firsts.append(min(starts[at:at + process["num_prompts"]]))
         at += process["num_prompts"]
@@ -417,18 +417,19 @@ def shown(table: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:
 
 def kept_request_values(run: Run) -> dict[str, list[float]]:
     """TTFT (ms; a failed request as inf) and prompt length of each kept request, and every ITL
-    (ms, one per streamed chunk) of the kept successful ones."""
+    (ms, one per streamed chunk) of the kept successful ones, in ascending order (the pooled ITLs
+    of ``RequestDetail.itl_pool``)."""
     detail = run.detail
-    kept = kept_indices(detail["start_times"], run.config.warmup_fraction)
+    kept = kept_indices(detail.start_times, run.config.warmup_fraction)
     ok = {i for i in kept if is_success(detail, i)}
-    return {"ttft_ms": [detail["ttfts"][i] * 1e3 if i in ok else float("inf") for i in kept],
-            "input_lens": [detail["input_lens"][i] for i in kept],
-            "itl_ms": [x * 1e3 for i in kept if i in ok for x in detail["itls"][i]]}
+    return {"ttft_ms": [detail.ttfts[i] * 1e3 if i in ok else float("inf") for i in kept],
+            "input_lens": [detail.input_lens[i] for i in kept],
+            "itl_ms": detail.itl_pool.values_ms(run.config.warmup_fraction).tolist()}
 
 
 def prompt_lengths(loaded: list[Run], workload: str, rate: str) -> set[int]:
     """The prompt lengths (tokens) a point's runs sent: one value on a fixed-length load."""
-    return {n for run in loaded if run.point == (workload, rate) for n in run.detail["input_lens"]}
+    return {n for run in loaded if run.point == (workload, rate) for n in run.detail.input_lens}
 
 
 def ttft_by_prompt_length(loaded: list[Run], workload: str, rate: str,

@@ -181,7 +181,7 @@ def slow_requests(run: Run, limit_s: float = SLOW_REQUEST_S) -> int:
     """How many of a run's requests (all of them, warm-up too) succeeded slower than ``limit_s``
     end to end (TTFT plus every inter-token gap)."""
     detail = run.detail
-    return sum(1 for i in range(len(detail["ttfts"])) if is_success(detail, i) and request_e2e_s(detail, i) > limit_s)
+    return sum(1 for i in range(len(detail.ttfts)) if is_success(detail, i) and request_e2e_s(detail, i) > limit_s)
 
 
 def saturation_budget(med: pd.DataFrame) -> tuple[int, float]:

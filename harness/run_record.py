@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.lab_metrics import DETAIL_KEYS, frontend_check, summarize
+from harness.lab_metrics import DETAIL_KEYS, RequestDetail, compact_detail, frontend_check, pack_detail, summarize
 
 SCHEMA_VERSION = 5  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
 # 4: per-request arrays in a binary file beside the result (client.detail_file); 5: "config" is a
@@ -69,10 +69,12 @@ def strategy_settings(name: str, given: dict[str, float]) -> dict[str, float]:
 
 def measured_blocks(client: dict[str, Any], metrics: dict[str, Any], stats_before: dict[str, Any] | None,
                     stats_after: dict[str, Any] | None, host: dict[str, Any], warmup_fraction: float,
-                    timeout_s: float | None, api_servers: int) -> tuple[dict[str, Any], dict[str, Any]]:
+                    timeout_s: float | None, api_servers: int) -> tuple[dict[str, Any], RequestDetail, bytes]:
     """The blocks of a result that every harness fills alike from what it measured (``host``,
-    ``frontend``, ``client``, ``engine``, ``summary``), and the per-request arrays."""
-    detail = {k: client[k] for k in DETAIL_KEYS}
+    ``frontend``, ``client``, ``engine``, ``summary``), the per-request arrays in the compact form
+    (from exact times, as the summaries are) and packed for the file beside the result."""
+    raw = {k: client[k] for k in DETAIL_KEYS}
+    detail = compact_detail(raw, warmup_fraction)
     return {
         "host": host,
         "frontend": frontend_check(detail, warmup_fraction, host.get("server_cpu"), host.get("client_cpu"),
@@ -81,4 +83,4 @@ def measured_blocks(client: dict[str, Any], metrics: dict[str, Any], stats_befor
         "engine": {"metrics": metrics, "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
                    "scheduler_stats_cumulative": stats_after},
         "summary": summarize(detail, warmup_fraction, timeout_s),
-    }, detail
+    }, detail, pack_detail(raw, warmup_fraction)

@@ -185,8 +185,8 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``replay``: simulate, time it, write the result file (schema of ``serve_bench.py``)."""
     import my_scheduler
     from harness import step_model, workloads
-    from harness.lab_metrics import (frontend_check, pack_detail, parse_slo, slo_attainment, slo_key, summarize,
-                                     unpack_detail, write_run)
+    from harness.lab_metrics import (compact_detail, frontend_check, pack_detail, parse_slo, slo_attainment, slo_key,
+                                     summarize, unpack_detail, write_run)
     from harness.provenance import write_json_atomic
     from harness.provenance import collect_meta
     from harness.run_config import RunConfig, parse_rate
@@ -203,7 +203,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     residual_seed = args.seed if args.residual_seed is None else args.residual_seed
     clock = VirtualClock()
     started, cpu_started = time.perf_counter(), time.process_time()
-    detail, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config,
+    raw, sched, steps = replay(replay_class(args.strategy, clock), arrivals, inputs, outputs, model, config,
                                   clock, residual_seed)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     print(f"simulated {num_prompts} requests, {steps} steps, {clock.now:.1f} s of virtual time "
@@ -216,12 +216,13 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     dataset = (workloads.bench_params(args.dataset_path) if args.dataset_path else
                {"dataset_name": "random", "random_input_len": args.input_len, "random_output_len": args.output_len,
                 "random_range_ratio": ratio})
+    detail = compact_detail(raw, args.warmup_fraction)  # exact times, as a GPU run's summary has
     summary = summarize(detail, args.warmup_fraction, args.timeout_s)
     slos = [*([args.goodput] if args.goodput else []), *args.slo]
     if slos:  # the readers take these as stored, so a file without its arrays still has them
         summary["slo_attainment"] = {slo_key(slo): slo_attainment(detail, parse_slo(slo), args.warmup_fraction)
                                      for slo in slos}
-    packed = pack_detail(detail)
+    packed = pack_detail(raw, args.warmup_fraction)
     stored = unpack_detail(packed)  # the front-end check of the arrays as the file keeps them
     record = {
         "schema_version": SCHEMA_VERSION, "simulated": True,
@@ -241,7 +242,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         "simulation": {"residual_seed": residual_seed, "steps": steps, "virtual_s": clock.now,
                        "wall_s": wall_s, "cpu_s": cpu_s},
         "frontend": frontend_check(stored, args.warmup_fraction, None, None, None),
-        "client": {"num_prompts": num_prompts, "completed": sum(not e for e in detail["errors"]),
+        "client": {"num_prompts": num_prompts, "completed": sum(not e for e in detail.errors),
                    "output_throughput": summary["output_throughput_tok_s"],
                    "request_throughput": summary["request_throughput_req_s"]},
         "engine": {"scheduler_stats_cumulative": sched.stats_dict() if hasattr(sched, "stats_dict") else None},
@@ -251,7 +252,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         record["client"]["detail_file"] = None
         write_json_atomic(args.out, record)
     else:
-        write_run(args.out, record, detail, packed)
+        write_run(args.out, record, packed)
     print(f"TTFT P50 {number_text(summary['ttft_ms']['p50'], ' ms', 1)}, "
           f"ITL P99 {number_text(summary['itl_ms']['p99'], ' ms', 1)}, "
           f"request throughput {number_text(summary['request_throughput_req_s'], ' req/s', 2)} -> {args.out}")

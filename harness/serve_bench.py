@@ -188,10 +188,11 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
                    bench_cmds: list[list[str]], client: dict[str, Any], metrics: dict[str, Any],
                    stats_before: dict[str, Any] | None, stats_after: dict[str, Any] | None,
                    scheduler_cls: str, host: dict[str, Any],
-                   marks: tuple[float, float | None, float]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The run's result record, and its per-request arrays (written beside the record); ``marks``:
+                   marks: tuple[float, float | None, float]) -> tuple[dict[str, Any], bytes]:
+    """The run's result record, and its per-request arrays packed (``lab_metrics.pack_detail``,
+    written beside the record); ``marks``:
     when the clients started, began their load and were done (``lab_metrics.run_timing``)."""
-    measured, detail = measured_blocks(client, metrics, stats_before, stats_after, host, args.warmup_fraction,
+    measured, detail, packed = measured_blocks(client, metrics, stats_before, stats_after, host, args.warmup_fraction,
                                        args.timeout_s, args.api_servers)
     record = {
         "schema_version": SCHEMA_VERSION,
@@ -211,7 +212,7 @@ def compose_result(args: argparse.Namespace, spec: RunSpec, server: Server,
         "timing": {"server_ready_s": server.ready_s, "server_start_phases_s": server.start_phases_s,
                    **run_timing(detail, *marks)},
     }
-    return record, detail
+    return record, packed
 
 
 def all_runs(args: argparse.Namespace) -> list[RunSpec]:
@@ -323,9 +324,9 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str, todo: list[Run
             label = f"{spec.load.name}, " if spec.load.name else ""
             split = f", {spec.clients} clients" if spec.clients != 1 else ""
             log(f"{args.tag}: {label}rate {rate_label(spec.rate)}{split}, run {spec.run} ({index}/{len(todo)})")
-            result, detail = one_run(args, spec, server, model, work, index, stats_path,
+            result, packed = one_run(args, spec, server, model, work, index, stats_path,
                                      bytes_per_token, scheduler_cls, env, barrier)
-            write_run(spec.path, result, detail)
+            write_run(spec.path, result, packed)
             log_run(args.tag, result, spec.path)
     finally:
         server.stop()
@@ -335,8 +336,8 @@ def serve_and_bench(args: argparse.Namespace, scheduler_cls: str, todo: list[Run
 
 def one_run(args: argparse.Namespace, spec: RunSpec, server: Server, model: str, work: Path,
             index: int, stats_path: Path, bytes_per_token: int | None, scheduler_cls: str,
-            env: dict[str, str], barrier: LockstepBarrier | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One benchmark run against the running server; returns its result record and arrays."""
+            env: dict[str, str], barrier: LockstepBarrier | None) -> tuple[dict[str, Any], bytes]:
+    """One benchmark run against the running server; returns its result record and packed arrays."""
     logs = args.out_dir / "logs"
     raws = [f"raw_{index}_{k}.json" for k in range(spec.clients)]
     gate = work / f"gate_{index}"

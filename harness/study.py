@@ -279,9 +279,9 @@ def run_client(argv: list[str], log_path: Path, window: LoadWindow,
 
 # ---- One run ----------------------------------------------------------------------------------
 def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, folder: Path,
-            bytes_per_token: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+            bytes_per_token: int | None) -> tuple[dict[str, Any], bytes]:
     """Set the arm's budget and strategy, empty the prefix cache, run the client; the result
-    record and arrays. A run the engine did not run under its arm is not written."""
+    record and its packed arrays. A run the engine did not run under its arm is not written."""
     server = served.server
     served.set_control(control_seq(plan, run), run.arm.token_budget, run.arm.strategy or plan.server.scheduler,
                        run.arm.settings)
@@ -299,7 +299,7 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
     time.sleep(0.5)  # the recorder flushes when the engine runs out of requests
     stats_after = read_stats(served.stats_path)
     check_applied(plan, run, stats_after)
-    measured, detail = measured_blocks(client, poller.report(bytes_per_token), stats_before, stats_after, host,
+    measured, detail, packed = measured_blocks(client, poller.report(bytes_per_token), stats_before, stats_after, host,
                                        plan.warmup_fraction, plan.timeout_s, plan.server.api_servers)
     record = {
         "schema_version": SCHEMA_VERSION,
@@ -311,7 +311,7 @@ def one_run(plan: StudyPlan, run: PlannedRun, served: StudyServer, model: str, f
                    "server_reused": served.reused,
                    **run_timing(detail, marks["begin"], marks.get("load"), marks["end"])},
     }
-    return record, detail
+    return record, packed
 
 
 def control_seq(plan: StudyPlan, run: PlannedRun) -> str:
@@ -405,8 +405,8 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
                 break
             say(f"run {run.index}/{len(order)}: round {run.round}, {run.arm.tag}, "
                 f"rate {run.rate_label}, seed {run.seed}")
-            result, detail = one_run(plan, run, served, model, folder, bytes_per_token)
-            write_run(folder / run.file_name, result, detail)
+            result, packed = one_run(plan, run, served, model, folder, bytes_per_token)
+            write_run(folder / run.file_name, result, packed)
             done.append(run.file_name)
             log_run(run, result, len(order))
         failed = False

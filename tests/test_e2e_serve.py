@@ -244,11 +244,11 @@ def test_task3_strategies_load_through_scheduler_cls_and_show_their_rules(cpu_en
         so TTFT then ranks the start jitter (in one CI run SJF's first tokens came in exact
         length order, 1.00, while their TTFTs read 0.78)."""
         detail = read_detail(out_dir / f"{strategy}_varlen-0.9_rate-inf_run-1.json")
-        first_token = [detail["start_times"][i] + detail["ttfts"][i] for i in range(12)]
+        first_token = [detail.start_times[i] + detail.ttfts[i] for i in range(12)]
         queued = sorted(range(12), key=lambda i: first_token[i])[2:]
-        return _spearman([detail["input_lens"][i] for i in queued], [first_token[i] for i in queued])
+        return _spearman([detail.input_lens[i] for i in queued], [first_token[i] for i in queued])
 
-    lengths = read_detail(out_dir / "sjf_varlen-0.9_rate-inf_run-1.json")["input_lens"]
+    lengths = read_detail(out_dir / "sjf_varlen-0.9_rate-inf_run-1.json").input_lens
     assert max(lengths) > 2 * min(lengths)  # the load really varies in length
     assert first_token_length_correlation("sjf") > 0.8, first_token_length_correlation("default")
 
@@ -409,7 +409,7 @@ def test_the_heavy_tailed_load_reaches_a_real_server_in_file_order_and_f_counts_
     assert "--scheduler-cls my_scheduler.OnTimeSJFScheduler" in run["config"]["server_command"]
     detail = read_detail(path)
     inputs, outputs = workloads.read_lengths(dataset)
-    assert detail["input_lens"] == inputs.tolist() and detail["output_lens"] == outputs.tolist()
+    assert detail.input_lens == inputs.tolist() and detail.output_lens == outputs.tolist()
     assert run["summary"]["num_failed"] == 0
     counts = run["engine"]["scheduler_counts_this_run"]
     assert counts["policy"]["admitted_on_time"] + counts["policy"]["admitted_late"] == 12

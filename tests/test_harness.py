@@ -27,10 +27,11 @@ from harness import run_record as rr
 from harness import rules
 from harness import serve_bench as sb
 from harness import server as srv
-from harness.lab_metrics import (ARRIVAL_ERROR_KEY, DETAIL_FORMAT, ITL_RESOLUTION_US, detail_path, frontend_check,
-                         pack_detail, parse_slo, quantized_gap_ticks, repack_detail,
-                         read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
-                         write_run)
+from harness import lab_metrics as lm
+from harness.lab_metrics import (DETAIL_FORMAT, ITL_RESOLUTION_US, RequestDetail, compact_detail, detail_path,
+                                 frontend_check, pack_detail, parse_slo, quantized_gap_ticks, repack_detail,
+                                 read_detail, slo_attainment, summarize, token_gap_completeness, unpack_detail,
+                                 write_run)
 
 
 def _detail() -> dict:
@@ -51,8 +52,13 @@ def _detail() -> dict:
     return detail
 
 
+def _compact(raw: dict, warmup_fraction: float = 0.1) -> RequestDetail:
+    """The compact form that every metric reads, pooled with the metrics' default warm-up drop."""
+    return compact_detail(raw, warmup_fraction)
+
+
 def test_summary_drops_warmup_and_keeps_failures_and_timeouts():
-    s = summarize(_detail(), warmup_fraction=0.1, timeout_s=2.0)
+    s = summarize(_compact(_detail()), warmup_fraction=0.1, timeout_s=2.0)
     assert (s["num_requests"], s["num_kept"], s["num_failed"], s["num_timeouts"]) == (10, 9, 1, 1)
     assert s["timeout_rate"] == pytest.approx(2 / 9)
     assert s["ttft_ms"]["p50"] == pytest.approx(100.0)
@@ -73,10 +79,10 @@ def test_request_throughput_counts_every_completed_request_over_the_whole_run():
     """As vllm bench serve's request_throughput: the warm-up request 0 counts (no drop), the failed
     request 3 does not; the span runs from the first start (0 s, request 0's) to the last end
     (request 7's, 7 + 5 + 4.03 s). Not the summary's window, which starts at the first kept start."""
-    s = summarize(_detail(), warmup_fraction=0.1, timeout_s=2.0)
+    s = summarize(_compact(_detail()), warmup_fraction=0.1, timeout_s=2.0)
     assert s["request_throughput_req_s"] == pytest.approx(9 / 16.03)
     nothing = _detail() | {"errors": ["failed"] * 10}
-    assert summarize(nothing)["request_throughput_req_s"] is None
+    assert summarize(_compact(nothing))["request_throughput_req_s"] is None
 
 
 def _rate_inf_detail(n: int = 100, out: int = 50, step_s: float = 0.01) -> dict:
@@ -97,7 +103,7 @@ def test_throughput_at_rate_inf_matches_the_true_rate_after_the_warmup_drop():
     only the kept requests' tokens read 0.9x the rate the server delivered; now it reads 1.0x."""
     detail = _rate_inf_detail()
     true_rate = sum(detail["output_lens"]) / (detail["ttfts"][-1] + sum(detail["itls"][-1]))
-    s = summarize(detail, warmup_fraction=0.1)
+    s = summarize(_compact(detail), warmup_fraction=0.1)
     assert s["output_throughput_tok_s"] == pytest.approx(true_rate, rel=0.01)
     assert s["output_tokens"] / s["duration_s"] == pytest.approx(0.9 * true_rate, rel=0.01)  # the old bias
 
@@ -106,19 +112,19 @@ def test_token_gap_completeness_detects_merged_chunks():
     """A request whose 50 tokens arrived in 25 chunks has half its gaps: completeness 0.5 for it;
     the run's pooled value falls below 0.99 and the front end is marked as lagged."""
     detail = _rate_inf_detail()
-    ok = token_gap_completeness(detail, list(range(100)))
+    ok = token_gap_completeness(_compact(detail), list(range(100)))
     assert ok["completeness"] == 1.0 and ok["requests_complete_share"] == 1.0 and not ok["lagged"]
     for i in (20, 21):
         detail["itls"][i] = [0.02] * 24  # 25 chunks for 50 tokens
-    lagged = token_gap_completeness(detail, list(range(100)))
+    lagged = token_gap_completeness(_compact(detail), list(range(100)))
     assert lagged["completeness"] == pytest.approx(1 - 2 * 25 / (100 * 49))
     assert lagged["min_request_completeness"] == pytest.approx(24 / 49)
     assert lagged["requests_complete_share"] == pytest.approx(0.98) and lagged["lagged"]
 
     # The merged chunks carry all their tokens: throughput does not change.
-    assert summarize(detail)["output_throughput_tok_s"] == pytest.approx(
-        summarize(_rate_inf_detail())["output_throughput_tok_s"], rel=0.01)
-    check = frontend_check(detail, 0.1, [{"pid": 5, "name": "VLLM::EngineCor", "cpu_cores": 1.0,
+    assert summarize(_compact(detail))["output_throughput_tok_s"] == pytest.approx(
+        summarize(_compact(_rate_inf_detail()))["output_throughput_tok_s"], rel=0.01)
+    check = frontend_check(_compact(detail), 0.1, [{"pid": 5, "name": "VLLM::EngineCor", "cpu_cores": 1.0,
                                           "role": "engine_core"},
                                          {"pid": 4, "name": "python3", "cpu_cores": 0.97, "role": "api_server"}],
                            [0.4], 1)
@@ -131,9 +137,9 @@ def test_a_run_whose_tokens_each_came_in_one_chunk_is_logged_with_no_itl(capsys)
     the run has no inter-token gap, so no ITL; its progress line says n/a and that it lagged."""
     detail = _rate_inf_detail()
     detail["itls"] = [[] for _ in detail["itls"]]
-    s = summarize(detail)
+    s = summarize(_compact(detail))
     assert s["itl_ms"]["p50"] is None and s["output_throughput_tok_s"] > 0
-    front = frontend_check(detail, 0.1, None, None, None)
+    front = frontend_check(_compact(detail), 0.1, None, None, None)
     assert front["token_gaps"]["completeness"] == 0.0 and front["lagged"]
     sb.log_run("api-2", {"summary": s, "frontend": front}, Path("run-2.json"))
     line = capsys.readouterr().out
@@ -144,10 +150,10 @@ def test_tokens_read_back_to_back_are_late_though_complete():
     """Tokens of one request read within 0.1 ms in separate chunks (no engine step is that short)
     keep completeness at 1.0 but show as the late-gap share, the lateness completeness misses."""
     detail = _rate_inf_detail()
-    assert token_gap_completeness(detail, list(range(100)))["late_gap_share"] == 0.0
+    assert token_gap_completeness(_compact(detail), list(range(100)))["late_gap_share"] == 0.0
     for i in (30, 31):
         detail["itls"][i] = [0.04, 0.0] * 24 + [0.02]  # every other token waited one step
-    late = token_gap_completeness(detail, list(range(100)))
+    late = token_gap_completeness(_compact(detail), list(range(100)))
     assert late["completeness"] == 1.0 and not late["lagged"]
     assert late["late_gap_share"] == pytest.approx(2 * 24 / (100 * 49))
 
@@ -155,13 +161,13 @@ def test_tokens_read_back_to_back_are_late_though_complete():
 def test_slo_attainment_counts_failures_and_slow_requests_as_misses():
     """Of the 9 kept requests, the failed one (3) and the slow one (7: TTFT 5 s) miss TTFT <= 500
     ms; the others have TTFT 100 ms and TPOT (10 + 20 + 30) / 3 = 20 ms."""
-    result = slo_attainment(_detail(), parse_slo("ttft:500 tpot:50"))
+    result = slo_attainment(_compact(_detail()), parse_slo("ttft:500 tpot:50"))
     assert (result["num_kept"], result["num_good"]) == (9, 7)
     assert result["attainment"] == pytest.approx(7 / 9)
     assert result["goodput_req_s"] == pytest.approx(7 / 15.03)  # same span as the summary
     # request 7 misses both terms: TTFT 5 s, and TPOT (10 + 20 + 4000) / 3 ms
     assert result["num_failed"] == 1 and result["num_missed_by_term"] == {"ttft": 1, "tpot": 1}
-    strict = slo_attainment(_detail(), parse_slo("ttft:500 tpot:15"))
+    strict = slo_attainment(_compact(_detail()), parse_slo("ttft:500 tpot:15"))
     assert strict["num_good"] == 0  # every TPOT is 20 ms
     assert strict["num_missed_by_term"] == {"ttft": 1, "tpot": 8}  # the slow one misses both
     with pytest.raises(ValueError, match="bad SLO term"):
@@ -175,7 +181,7 @@ def test_the_longest_tenth_and_token_weights_show_who_pays():
     request's empty output) + 2 x 900."""
     detail = _detail()
     detail["input_lens"][7] = detail["input_lens"][8] = 1000
-    result = slo_attainment(detail, parse_slo("ttft:500 tpot:50"))
+    result = slo_attainment(_compact(detail), parse_slo("ttft:500 tpot:50"))
     decile = result["longest_decile"]
     assert (decile["min_prompt_tokens"], decile["num"], decile["attainment"]) == (1000, 2, 0.5)
     assert decile["ttft_max_ms"] == pytest.approx(5000.0)
@@ -192,7 +198,7 @@ def test_attainment_by_third_splits_the_arrival_window_by_time_and_shows_a_growi
     ttft = [0.1] * 12 + [0.1 if i % 3 else 2.0 for i in range(12, 21)] + [2.0 if i % 9 > 1 else 0.1 for i in range(21, 30)]
     detail = {"ttfts": ttft, "itls": [[0.02] * 3 for _ in range(n)], "input_lens": [100] * n,
               "output_lens": [4] * n, "start_times": [float(i) for i in range(n)], "errors": [""] * n}
-    result = slo_attainment(detail, parse_slo("ttft:500 tpot:50"))
+    result = slo_attainment(_compact(detail), parse_slo("ttft:500 tpot:50"))
     assert result["by_third"] == pytest.approx([1.0, 6 / 9, 2 / 9])
     assert rules.steady_trend(result["by_third"]) == "falling"
     assert rules.third_change(result["by_third"]) == pytest.approx(-4 / 9)
@@ -213,16 +219,91 @@ def test_output_pace_tells_a_run_that_kept_up_from_one_whose_queue_grew():
                 "itls": [[gap_s] * 10 for _ in range(n)], "input_lens": [10] * n, "output_lens": [11] * n,
                 "errors": [""] * n}
 
-    kept = summarize(run(lambda i: 0.0, 0.1))
+    kept = summarize(_compact(run(lambda i: 0.0, 0.1)))
     assert kept["output_pace"]["ratio"] == pytest.approx(1.0, abs=0.03)
     assert kept["output_pace"]["offered_tok_s"] == pytest.approx(11.0, rel=0.03)
     assert kept["request_throughput_req_s"] == pytest.approx(40 / 40.1)
-    slow = summarize(run(lambda i: i * 1.2, 0.2))  # request i waits for the i before it: 2.2 s each, 1.2 s after its start
+    slow = summarize(_compact(run(lambda i: i * 1.2, 0.2)))  # request i waits for the i before it: 2.2 s each, 1.2 s after its start
     assert slow["output_pace"]["ratio"] == pytest.approx(11 / 2.2 / 11, abs=0.05)
     assert not rules.overloaded(kept["output_pace"]["ratio"]) and rules.overloaded(slow["output_pace"]["ratio"])
     assert not rules.overloaded(None) and not rules.overloaded(math.nan)
-    at_once = summarize(_rate_inf_detail())
+    at_once = summarize(_compact(_rate_inf_detail()))
     assert at_once["output_pace"] is None  # rate inf: no arrival window
+
+
+def _summary_numbers(summary: dict) -> dict:
+    """A summary's numbers as one flat dict, without its ITL mean, which numpy sums in the order
+    it is given the gaps: the pooled form sorts them, so the mean can move in its last digit."""
+    flat = {}
+    for key, value in summary.items():
+        for sub, number in (value.items() if isinstance(value, dict) else [("", value)]):
+            if key != "mean_itl_ms" and isinstance(number, (int, float)):
+                flat[f"{key}.{sub}"] = number
+    return flat
+
+
+def _rate_39_detail(n: int = 200, seed: int = 0) -> dict:
+    """A run at 39 req/s whose requests overlap (each streams 40-80 chunks 10-30 ms apart, some
+    merged or late): many are in flight at the first and last kept starts, the window edges."""
+    rng = np.random.default_rng(seed)
+    starts = np.cumsum(rng.exponential(1 / 39, n)).tolist()
+    itls = [rng.uniform(0.010, 0.030, int(rng.integers(40, 80))).tolist() for _ in range(n)]
+    itls[5][3] = 0.0  # a late gap
+    raw = {"start_times": starts, "ttfts": rng.uniform(0.02, 0.3, n).tolist(), "itls": itls,
+           "input_lens": rng.integers(10, 900, n).tolist(), "output_lens": [len(row) + 1 for row in itls],
+           "errors": [""] * n}
+    raw["itls"][7], raw["output_lens"][7], raw["errors"][7] = [], 0, "boom"
+    raw["output_lens"][9] += 4  # merged chunks: 4 tokens more than chunks
+    return raw
+
+
+def test_the_compact_form_gives_the_numbers_of_every_gap():
+    """Per-request sums, counts and the pooled ITLs answer as every gap did: the token window of
+    the throughput (its edges crossed by requests in flight) counted chunk by chunk gives the same
+    tokens, and the ITL percentiles are those of every kept gap."""
+    raw = _rate_39_detail()
+    detail = _compact(raw)
+    kept = lm.kept_indices(raw["start_times"], 0.1)
+    ok = [i for i in kept if not raw["errors"][i]]
+    assert detail.itl_pool.values_ms(0.1).tolist() == sorted(x * 1e3 for i in ok for x in raw["itls"][i])
+    assert [detail.gap_sums_s[i] for i in ok] == [float(np.sum(raw["itls"][i])) for i in ok]
+    assert detail.late_gap_counts[5] == 1 and sum(detail.late_gap_counts) == 1
+
+    def chunk_count(start: float, end: float) -> float:  # every chunk of every successful request
+        total = 0.0
+        for i, gaps in enumerate(raw["itls"]):
+            if raw["errors"][i]:
+                continue
+            times = raw["start_times"][i] + raw["ttfts"][i] + np.concatenate(([0.0], np.cumsum(gaps)))
+            total += raw["output_lens"][i] / len(times) * int(np.count_nonzero((times >= start) & (times <= end)))
+        return total
+
+    first, last = min(raw["start_times"][i] for i in kept), max(raw["start_times"][i] for i in kept)
+    straddling = [i for i in range(len(raw["itls"])) if not raw["errors"][i] and
+                  raw["start_times"][i] + raw["ttfts"][i] < first < raw["start_times"][i] + raw["ttfts"][i] + sum(raw["itls"][i])]
+    assert len(straddling) > 5  # the window's edge cuts through requests, which count in part
+    assert lm.tokens_in_window(detail, first, last) == pytest.approx(chunk_count(first, last), abs=1e-9)
+    summary = summarize(detail, 0.1, 30.0)
+    assert summary["window_output_tokens"] == pytest.approx(
+        chunk_count(first, first + summary["duration_s"]), abs=1e-9)
+    every_gap = [x * 1e3 for i in ok for x in raw["itls"][i]]
+    assert summary["itl_ms"] == lm.percentiles(every_gap)
+    assert summary["mean_itl_ms"] == pytest.approx(np.mean(every_gap), rel=1e-12)
+    assert summary["output_pace"]["emitted_tok_s"] == pytest.approx(chunk_count(first, last) / (last - first))
+
+
+def test_a_window_or_warmup_the_compact_form_did_not_keep_is_refused():
+    """Only the chunk times at the summaries' window edges are kept, and the ITLs pooled with one
+    warm-up drop: another edge that cuts through requests, or another drop, raises ValueError."""
+    detail = _compact(_rate_39_detail())
+    middle = sorted(detail.start_times)[100]
+    with pytest.raises(ValueError, match="chunk times near"):
+        lm.tokens_in_window(detail, middle, middle + 1.0)
+    with pytest.raises(ValueError, match="warmup_fraction 0.1; asked for 0.2"):
+        summarize(detail, 0.2)
+    everything_after = max(detail.start_times) + 100.0  # an edge no request comes near needs no chunk times
+    assert lm.tokens_in_window(detail, 0.0, everything_after) == pytest.approx(
+        sum(n for n, e in zip(detail.output_lens, detail.errors) if not e))
 
 
 def _arrivals_error_s(got: list[float], want: list[float]) -> float:
@@ -230,39 +311,83 @@ def _arrivals_error_s(got: list[float], want: list[float]) -> float:
     return float(np.abs(np.cumsum(got) - np.cumsum(want)).max()) if want else 0.0
 
 
-def test_packed_detail_round_trips_to_the_stated_resolution():
-    """TTFTs and start times to the microsecond, lengths and errors exactly; chunk arrivals to
-    half of 100 us, the bound the file records."""
-    detail = _detail()
-    detail["itls"][5] = [0.0123456, 0.0000071, 0.0301119]  # off the 100 us grid
-    packed = pack_detail(detail)
-    stored = np.load(io.BytesIO(lzma.decompress(packed)))
+def _ticks_s(raw: dict) -> list[list[float]]:
+    """Each request's gaps as the file keeps them (arrivals to 100 us), in seconds."""
+    return [(quantized_gap_ticks(row) * 1e-4).tolist() for row in raw["itls"]]
+
+
+def test_packed_detail_round_trips_to_the_summaries_of_its_stored_precision():
+    """raw -> pack -> unpack gives the summaries of the raw arrays at the file's precision (TTFTs
+    and start times to the microsecond, chunk arrivals to 100 us), and those of the exact arrays
+    to within that precision; lengths and errors exactly."""
+    raw = _rate_39_detail()
+    raw["itls"][5] = [0.0123456, 0.0000071, 0.0301119] + raw["itls"][5][3:]  # off the 100 us grid
+    packed = pack_detail(raw, 0.1)
+    stored = lm.stored_arrays(packed)
     assert int(stored["itl_resolution_us"]) == ITL_RESOLUTION_US == 100
-    assert int(stored["format_version"]) == DETAIL_FORMAT == 3
+    assert int(stored["format_version"]) == DETAIL_FORMAT == 4 and "itl_offsets" not in stored
     back = unpack_detail(packed)
-    assert back.pop(ARRIVAL_ERROR_KEY) == 50.0
-    for key in ("ttfts", "start_times"):
-        assert back[key] == pytest.approx(detail[key], abs=0.5e-6)
+    assert back.arrival_error_us == 50.0
     for key in ("input_lens", "output_lens", "errors"):
-        assert back[key] == detail[key]
-    assert [len(row) for row in back["itls"]] == [len(row) for row in detail["itls"]]
-    for got, want in zip(back["itls"], detail["itls"]):
-        assert _arrivals_error_s(got, want) <= 50e-6 + 1e-12
-    assert back["itls"][5] == pytest.approx([0.0123, 0.0001, 0.0301])  # arrivals 12.3, 12.4, 42.5 ms
+        assert getattr(back, key) == raw[key]
+    assert back.ttfts == pytest.approx(raw["ttfts"], abs=0.5e-6)
+    assert back.start_times == pytest.approx(raw["start_times"], abs=0.5e-6)
+    assert back.gap_counts == [len(row) for row in raw["itls"]]
+    assert back.gap_sums_s[5] == pytest.approx(0.0123 + 0.0001 + 0.0301 + sum(raw["itls"][5][3:]), abs=50e-6)
+    quantized = raw | {"itls": _ticks_s(raw), "ttfts": back.ttfts, "start_times": back.start_times}
+    assert _summary_numbers(summarize(back, 0.1, 30.0)) == pytest.approx(
+        _summary_numbers(summarize(_compact(quantized), 0.1, 30.0)), rel=1e-12)
+    exact, again = summarize(_compact(raw), 0.1, 30.0), summarize(back, 0.1, 30.0)
+    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"):
+        assert again[key] == pytest.approx(exact[key], abs=0.1)  # 100 us, in ms
+    assert again["window_output_tokens"] == exact["window_output_tokens"]
+    assert slo_attainment(back, parse_slo(None), 0.1)["num_good"] == slo_attainment(
+        _compact(raw), parse_slo(None), 0.1)["num_good"]
+    assert token_gap_completeness(back, list(range(200))) == token_gap_completeness(_compact(quantized), list(range(200)))
+
+
+def _format_3(raw: dict) -> bytes:
+    """A per-request file as format 3 wrote it: every gap of every request, as 100 us ticks."""
+    ticks = [quantized_gap_ticks(row) for row in raw["itls"]]
+    start_us = lm.microseconds(raw["start_times"])
+    buffer = io.BytesIO()
+    np.savez(buffer, format_version=np.int32(3), itl_resolution_us=np.int32(100), arrival_error_us=np.float64(50.0),
+             ttft_us=lm.microseconds(raw["ttfts"]), itl_ticks=np.concatenate(ticks).astype(np.int32),
+             itl_offsets=np.cumsum([0] + [len(row) for row in raw["itls"]]),
+             input_lens=np.array(raw["input_lens"]), output_lens=np.array(raw["output_lens"]),
+             start_step_us=np.diff(start_us, prepend=0), errors=np.array(raw["errors"]))
+    return lzma.compress(buffer.getvalue())
+
+
+def test_a_format_3_file_and_its_format_4_repack_give_the_same_numbers():
+    """Every number, the ITL mean too, to the last digit: both are derived from the same 100 us
+    ticks. The repack is smaller; a format 4 file is not repacked again."""
+    raw = _rate_39_detail()
+    old = _format_3(raw)
+    new = repack_detail(old, 0.1)
+    assert new is not None and len(new) < len(old) and repack_detail(new, 0.1) is None
+    from_old, from_new = unpack_detail(old, 0.1), unpack_detail(new)
+    assert summarize(from_old, 0.1, 30.0) == summarize(from_new, 0.1, 30.0)
+    slo = parse_slo("ttft:200 tpot:20")
+    assert slo_attainment(from_old, slo, 0.1) == slo_attainment(from_new, slo, 0.1)
+    assert frontend_check(from_old, 0.1, None, None, 1) == frontend_check(from_new, 0.1, None, None, 1)
+    assert from_new.arrival_error_us == 50.0
+    with pytest.raises(ValueError, match="needs the run's warmup_fraction"):
+        unpack_detail(old)
 
 
 def test_a_50_us_file_repacks_with_its_error_bound_grown():
-    """A format 2 file at 50 us, repacked: the bound becomes 75 us and holds for every arrival;
+    """A format 2 file at 50 us, repacked: the bound becomes 75 us and the gap sums hold to it;
     a file already at 100 us keeps its 50 us bound."""
     detail = _detail()
     detail["itls"][5] = [0.0123456, 0.0000071, 0.0301119]
     old = _format_2(detail, step_us=50)
-    back = unpack_detail(repack_detail(old))
-    assert back[ARRIVAL_ERROR_KEY] == 75.0
-    for got, want in zip(back["itls"], detail["itls"]):
-        assert _arrivals_error_s(got, want) <= 75e-6 + 1e-12
-    assert back["start_times"] == pytest.approx(detail["start_times"], abs=0.5e-6)
-    assert unpack_detail(repack_detail(_format_2(detail, step_us=100)))[ARRIVAL_ERROR_KEY] == 50.0
+    back = unpack_detail(repack_detail(old, 0.1))
+    assert back.arrival_error_us == 75.0
+    for got, want in zip(back.gap_sums_s, detail["itls"]):
+        assert abs(got - sum(want)) <= 75e-6 + 1e-12
+    assert back.start_times == pytest.approx(detail["start_times"], abs=0.5e-6)
+    assert unpack_detail(repack_detail(_format_2(detail, step_us=100), 0.1)).arrival_error_us == 50.0
 
 
 def _format_2(detail: dict, step_us: int) -> bytes:
@@ -275,21 +400,28 @@ def _format_2(detail: dict, step_us: int) -> bytes:
              input_lens=np.array(detail["input_lens"]), output_lens=np.array(detail["output_lens"]),
              start_times=np.array(detail["start_times"], dtype=np.float64), errors=np.array(detail["errors"]))
     return lzma.compress(buffer.getvalue())
-    assert token_gap_completeness(back, list(range(10))) == token_gap_completeness(detail, list(range(10)))
-    assert summarize(back, 0.1, 2.0)["e2el_ms"] == pytest.approx(summarize(detail, 0.1, 2.0)["e2el_ms"])
+
+
+def test_format_2_reads_as_its_arrays_compacted():
+    detail = _detail()
+    back = unpack_detail(_format_2(detail, step_us=100), 0.1)
+    assert back.ttfts == detail["ttfts"] and back.start_times == detail["start_times"]
+    assert token_gap_completeness(back, list(range(10))) == token_gap_completeness(_compact(detail), list(range(10)))
+    assert summarize(back, 0.1, 2.0)["e2el_ms"] == pytest.approx(summarize(_compact(detail), 0.1, 2.0)["e2el_ms"])
 
 
 def test_a_long_request_does_not_drift():
     """10,000 gaps off the grid: rounding each gap alone would drift by up to 10,000 x 50 us;
     rounding the arrival times keeps every one, the last included, within 50 us."""
     gaps = np.random.default_rng(0).uniform(0.001, 0.030, 10_000).tolist()
-    detail = {"ttfts": [0.5], "itls": [gaps], "input_lens": [8], "output_lens": [10_001],
-              "start_times": [0.0], "errors": [""]}
-    back = unpack_detail(pack_detail(detail))["itls"][0]
+    back = quantized_gap_ticks(gaps) * 1e-4
     assert len(back) == 10_000
-    assert _arrivals_error_s(back, gaps) <= 50e-6 + 1e-9
+    assert _arrivals_error_s(back.tolist(), gaps) <= 50e-6 + 1e-9
     per_gap = np.round(np.array(gaps) * 1e4) / 1e4
     assert _arrivals_error_s(per_gap.tolist(), gaps) > 200e-6  # what the cumulative rounding avoids
+    detail = {"ttfts": [0.5], "itls": [gaps], "input_lens": [8], "output_lens": [10_001],
+              "start_times": [0.0], "errors": [""]}
+    assert unpack_detail(pack_detail(detail, 0.0)).gap_sums_s[0] == pytest.approx(sum(gaps), abs=50e-6)
 
 
 def test_format_1_arrays_still_read():
@@ -298,21 +430,40 @@ def test_format_1_arrays_still_read():
     np.savez(buffer, ttft_us=np.array([100_000, 0]), itl_us=np.array([10_000, 20_001], dtype=np.int32),
              itl_offsets=np.array([0, 2, 2]), input_lens=np.array([5, 5]), output_lens=np.array([3, 0]),
              start_times=np.array([0.0, 1.0]), errors=np.array(["", "boom"]))
-    back = unpack_detail(lzma.compress(buffer.getvalue()))
-    assert back[ARRIVAL_ERROR_KEY] == 0.5
-    assert back["ttfts"] == [0.1, 0.0] and back["itls"] == [[0.01, 0.020001], []]
-    assert back["errors"] == ["", "boom"] and back["output_lens"] == [3, 0]
+    back = unpack_detail(lzma.compress(buffer.getvalue()), 0.0)
+    assert back.arrival_error_us == 0.5
+    assert back.ttfts == [0.1, 0.0] and back.gap_counts == [2, 0]
+    assert back.gap_sums_s[0] == pytest.approx(0.030001, abs=1e-12)
+    assert back.itl_pool.values_ms(0.0) == pytest.approx([10.0, 20.001])
+    assert back.errors == ["", "boom"] and back.output_lens == [3, 0]
 
 
 def test_a_run_is_written_with_its_arrays_beside_it(tmp_path):
     """write_run puts the arrays in ``<stem>.requests.npz.xz`` and names them in the result."""
-    detail = _detail()
+    packed = pack_detail(_detail(), 0.1)
     path = tmp_path / "mnbt-64_rate-inf_run-1.json"
-    write_run(path, {"client": {"completed": 9}}, detail)
+    write_run(path, {"client": {"completed": 9}, "config": {"warmup_fraction": 0.1}}, packed)
     assert json.loads(path.read_text())["client"] == {"completed": 9, "detail_file": detail_path(path).name}
     assert detail_path(path).name == "mnbt-64_rate-inf_run-1.requests.npz.xz"
-    assert read_detail(path) == unpack_detail(pack_detail(detail))
+    assert summarize(read_detail(path), 0.1) == summarize(unpack_detail(packed), 0.1)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_repack_rewrites_a_folder_in_place_with_each_runs_warmup(tmp_path, capsys):
+    """Every file a result names, in format 4 with that run's warm-up drop; a second pass leaves
+    them alone."""
+    raw = _rate_39_detail()
+    for name, warmup in (("a_run-1", 0.1), ("b_run-1", 0.2)):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        (tmp_path / "sub" / f"{name}.requests.npz.xz").write_bytes(_format_3(raw))
+        (tmp_path / "sub" / f"{name}.json").write_text(json.dumps(
+            {"client": {"detail_file": f"{name}.requests.npz.xz"}, "config": {"warmup_fraction": warmup}}))
+    done, before, after = lm.repack_folder(tmp_path)
+    assert done == 2 and after < before and "-> " in capsys.readouterr().out
+    b = read_detail(tmp_path / "sub" / "b_run-1.json")
+    assert b.itl_pool.warmup_fraction == 0.2
+    assert summarize(b, 0.2, 30.0) == summarize(unpack_detail(_format_3(raw), 0.2), 0.2, 30.0)
+    assert lm.repack_folder(tmp_path)[0] == 0
 
 
 def test_prometheus_text_is_parsed_with_labels():
@@ -702,8 +853,9 @@ def test_run_timing_splits_a_run_into_set_up_arrivals_drain_and_overhead():
     from harness.lab_metrics import run_timing
 
     detail = {"start_times": [100.0, 101.0, 103.0], "ttfts": [0.2, 0.3, 0.5], "itls": [[0.1], [0.1], [0.25, 0.25]],
+              "input_lens": [5, 5, 5],
               "output_lens": [2, 2, 3], "errors": ["", "", ""]}
-    assert run_timing(detail, 90.0, 99.0, 105.0) == {"run_wall_s": 15.0, "client_setup_s": 9.0,
+    assert run_timing(_compact(detail), 90.0, 99.0, 105.0) == {"run_wall_s": 15.0, "client_setup_s": 9.0,
                                                      "arrival_window_s": 3.0, "drain_s": 1.0,
                                                      "client_overhead_s": 12.0}
-    assert run_timing(detail, 90.0, None, 105.0)["client_setup_s"] is None
+    assert run_timing(_compact(detail), 90.0, None, 105.0)["client_setup_s"] is None

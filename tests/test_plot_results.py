@@ -13,7 +13,8 @@ import pytest
 
 import plot_results
 from harness import results as layer
-from harness.lab_metrics import ARRIVAL_ERROR_KEY, detail_path, frontend_check, read_detail, summarize, write_run
+from harness.lab_metrics import (compact_detail, detail_path, frontend_check, pack_detail, read_detail, summarize,
+                                 write_run)
 from harness.provenance import read_json, record_paths
 from harness.study_file import Study, write_study
 
@@ -86,7 +87,7 @@ def test_stored_summaries_and_frontend_blocks_match_a_recomputation(path):
     # file was rounded again to 100 us): the harness summarised the unrounded times, so an ITL (a
     # difference of two arrivals) is known to twice that, a latency to once, and a chunk at the
     # window's edge may fall on its other side.
-    step_ms = 2 * detail[ARRIVAL_ERROR_KEY] / 1e3
+    step_ms = 2 * detail.arrival_error_us / 1e3
     again, stored = _flat(summarize(detail, cfg["warmup_fraction"], cfg["timeout_s"])), _flat(run["summary"])
     assert stored.keys() <= again.keys() and again.keys() - stored.keys() <= ADDED_SUMMARY_KEYS
     if not run.get("simulated") and (cfg.get("client_processes") or 1) == 1:
@@ -115,18 +116,22 @@ def test_stored_summaries_and_frontend_blocks_match_a_recomputation(path):
 
 
 def _merge_chunks(source: Path, pairs: int) -> tuple[dict, dict]:
-    """The run as a lagging front end would have streamed it: in every request, the first
-    ``pairs`` pairs of token gaps arrive as one chunk each (same tokens, same end time).
-    Returns the result record and its arrays."""
+    """The run as a lagging front end would have streamed it: every request's gaps (the file keeps
+    their count and sum: here spread evenly over its time) with the first ``pairs`` pairs arriving
+    as one chunk each (same tokens, same end time). Returns the result record and its raw arrays."""
     run = json.loads(source.read_text())
     detail = read_detail(source, run)
-    for gaps in detail["itls"]:
+    raw = {"ttfts": detail.ttfts, "start_times": detail.start_times, "input_lens": detail.input_lens,
+           "output_lens": detail.output_lens, "errors": detail.errors,
+           "itls": [[total / count] * count if count else [] for total, count in zip(detail.gap_sums_s, detail.gap_counts)]}
+    for gaps in raw["itls"]:
         merged = [gaps[2 * k] + gaps[2 * k + 1] for k in range(pairs)]
         gaps[:] = merged + gaps[2 * pairs:]
     cfg = run["config"]
+    compact = compact_detail(raw, cfg["warmup_fraction"])
     return run | {"config": cfg | {"run": 2},
-                  "summary": summarize(detail, cfg["warmup_fraction"], cfg["timeout_s"]),
-                  "frontend": frontend_check(detail, cfg["warmup_fraction"], None, None, 1)}, detail
+                  "summary": summarize(compact, cfg["warmup_fraction"], cfg["timeout_s"]),
+                  "frontend": frontend_check(compact, cfg["warmup_fraction"], None, None, 1)}, raw
 
 
 def test_a_lagged_run_is_marked_in_the_tables(tmp_path):
@@ -140,7 +145,7 @@ def test_a_lagged_run_is_marked_in_the_tables(tmp_path):
     assert run["frontend"]["lagged"] is False
     _copy_run(source, folder)
     lagging, merged = _merge_chunks(source, pairs=10)
-    write_run(folder / "mnbt-8192_rate-inf_run-2.json", lagging, merged)
+    write_run(folder / "mnbt-8192_rate-inf_run-2.json", lagging, pack_detail(merged, lagging["config"]["warmup_fraction"]))
     write_study(folder, Study.from_runs(folder, "a lagged run"))
 
     res = layer.Results.load(tmp_path)
@@ -187,10 +192,10 @@ def test_slo_attainment_matches_an_independent_computation():
     rows = layer.run_rows(runs)
     for run, attainment in zip(runs, rows["attainment"]):
         detail = read_detail(run.path)
-        order = np.argsort(detail["start_times"], kind="stable")
+        order = np.argsort(detail.start_times, kind="stable")
         kept = order[int(len(order) * run.config.warmup_fraction):]
-        good = sum(not detail["errors"][i] and detail["ttfts"][i] <= 0.5
-                   and 1e3 * sum(detail["itls"][i]) / (detail["output_lens"][i] - 1) <= 50 for i in kept)
+        good = sum(not detail.errors[i] and detail.ttfts[i] <= 0.5
+                   and 1e3 * detail.gap_sums_s[i] / (detail.output_lens[i] - 1) <= 50 for i in kept)
         assert attainment == pytest.approx(good / len(kept))
 
 

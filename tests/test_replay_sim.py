@@ -419,8 +419,8 @@ def test_strategy_a_trades_decode_stalls_for_first_tokens_against_the_default():
 
 
 def ss_summary(detail):
-    from harness.lab_metrics import summarize
-    return summarize(detail, 0.1, 30.0)
+    from harness.lab_metrics import compact_detail, summarize
+    return summarize(compact_detail(detail, 0.1), 0.1, 30.0)
 
 
 def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_file):
@@ -437,8 +437,8 @@ def test_replay_writes_a_result_file_that_plot_results_reads(tmp_path, model_fil
     assert rows.loc[0, "strategy"] == "sjf-ontime" and rows.loc[0, "rate"] == "20"
     assert rows.loc[0, "completeness"] == 1.0 and not rows.loc[0, "lagged"]
     detail = runs[0].detail
-    assert detail["input_lens"] == [int(n) for n in ss.bench_lengths(30, 128, 16, 0.5, 42)[0]]
-    assert all(len(itls) == n - 1 for itls, n in zip(detail["itls"], detail["output_lens"]))
+    assert detail.input_lens == [int(n) for n in ss.bench_lengths(30, 128, 16, 0.5, 42)[0]]
+    assert all(gaps == n - 1 for gaps, n in zip(detail.gap_counts, detail.output_lens))
     assert rows.loc[0, "TTFT P50 (ms)"] > 0 and not math.isnan(rows.loc[0, "ITL P99 (ms)"])
 
 
@@ -454,9 +454,9 @@ def test_a_replay_prints_and_stores_its_request_throughput(tmp_path, model_file,
                     "--output-len", "16", "--step-model", str(model_file), "--out", str(out)]) == 0
     stored = json.loads(out.read_text())
     detail = load_runs(out.parent)[0].detail
-    last_end = max(start + ttft + sum(itls) for start, ttft, itls in
-                   zip(detail["start_times"], detail["ttfts"], detail["itls"]))
-    expected = 30 / (last_end - min(detail["start_times"]))
+    last_end = max(start + ttft + gaps for start, ttft, gaps in
+                   zip(detail.start_times, detail.ttfts, detail.gap_sums_s))
+    expected = 30 / (last_end - min(detail.start_times))
     rate = stored["summary"]["request_throughput_req_s"]
     assert rate == pytest.approx(expected, rel=1e-4) and stored["client"]["request_throughput"] == rate
     assert capsys.readouterr().out.splitlines()[-1].endswith(f"request throughput {rate:.2f} req/s -> {out}")
@@ -524,4 +524,4 @@ def test_replay_study_rebuilds_each_gpu_run_s_load_and_server(tmp_path):
     assert (args.range_ratio, args.output_range_ratio, args.num_gpu_blocks) == (0.9, 0.0, 40736)
     inputs, outputs = ss.bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
                                        output_range_ratio=args.output_range_ratio)
-    assert list(inputs) == list(run.detail["input_lens"]) and set(outputs) == {256}
+    assert list(inputs) == list(run.detail.input_lens) and set(outputs) == {256}

@@ -236,9 +236,9 @@ def test_the_slo_tail_reads_the_longest_tenth_of_prompts_from_the_arrays():
     runs = layer.load_runs(folder)
     rows = layer.run_rows(runs)
     run = runs[0]
-    detail, kept = run.detail, layer.kept_indices(run.detail["start_times"], run.config.warmup_fraction)
-    bar = np.percentile([detail["input_lens"][i] for i in kept], 90)
-    longest = [detail["ttfts"][i] * 1e3 for i in kept if detail["input_lens"][i] >= bar]
+    detail, kept = run.detail, layer.kept_indices(run.detail.start_times, run.config.warmup_fraction)
+    bar = np.percentile([detail.input_lens[i] for i in kept], 90)
+    longest = [detail.ttfts[i] * 1e3 for i in kept if detail.input_lens[i] >= bar]
     assert rows.iloc[0]["longest decile TTFT max (ms)"] == pytest.approx(max(longest))
     table = slo.tail_table(rows)
     assert len(table) == rows.groupby(["strategy", "rate"]).ngroups
@@ -461,8 +461,8 @@ def test_gpu_slo_capacity_recomputed_from_the_committed_runs():
     per_rate: dict[tuple[str, float], list[float]] = {}
     for run in layer.load_runs(RESULTS / HEAVY):
         d = run.detail
-        kept = np.argsort(d["start_times"], kind="stable")[int(len(d["start_times"]) * run.config.warmup_fraction):]
-        met = [not d["errors"][i] and d["ttfts"][i] <= 0.5 and 1e3 * sum(d["itls"][i]) / (d["output_lens"][i] - 1) <= 50
+        kept = np.argsort(d.start_times, kind="stable")[int(len(d.start_times) * run.config.warmup_fraction):]
+        met = [not d.errors[i] and d.ttfts[i] <= 0.5 and 1e3 * d.gap_sums_s[i] / (d.output_lens[i] - 1) <= 50
                for i in kept]
         per_rate.setdefault((run.config.scheduler, run.config.rate), []).append(np.mean(met))
     mean = {k: float(np.mean(v)) for k, v in per_rate.items()}
@@ -658,10 +658,10 @@ def test_requests_over_30_s_end_to_end_are_counted_per_run_from_the_arrays():
     per: dict[tuple[str, str, int], list[tuple[int, int, int]]] = {}
     for run in res.runs("task2"):
         d = run.detail
-        slow = sum(1 for t, gaps, err, n in zip(d["ttfts"], d["itls"], d["errors"], d["output_lens"])
-                   if not err and n > 0 and t + sum(gaps) > 30.0)
+        slow = sum(1 for t, gaps, err, n in zip(d.ttfts, d.gap_sums_s, d.errors, d.output_lens)
+                   if not err and n > 0 and t + gaps > 30.0)
         per.setdefault((run.setting, run.config.rate_label, run.config.budget_flag),
-                       []).append((run.config.run, slow, len(d["ttfts"])))
+                       []).append((run.config.run, slow, len(d.ttfts)))
     over = {k: sorted(v) for k, v in per.items() if any(s for _, s, _ in v)}
     assert over  # budget 1024 at rate inf, 4 API servers
     fact = next(a for a in task2.task2_answers(res.rows("task2"), None, task2.slow_request_rows(res.runs("task2")))
@@ -736,13 +736,13 @@ def test_the_steady_state_check_reads_each_gpu_runs_thirds_from_its_arrays():
     rows = layer.run_rows(runs)
     run = runs[0]
     detail = run.detail
-    kept = layer.kept_indices(detail["start_times"], run.config.warmup_fraction)
-    first = min(detail["start_times"][i] for i in kept)
-    width = (max(detail["start_times"][i] for i in kept) - first) / 3
-    last = [i for i in kept if detail["start_times"][i] - first >= 2 * width]
+    kept = layer.kept_indices(detail.start_times, run.config.warmup_fraction)
+    first = min(detail.start_times[i] for i in kept)
+    width = (max(detail.start_times[i] for i in kept) - first) / 3
+    last = [i for i in kept if detail.start_times[i] - first >= 2 * width]
     pair = layer.parse_slo(run.config.goodput)
-    met = [i for i in last if detail["ttfts"][i] * 1e3 <= pair["ttft"] and not detail["errors"][i]
-           and (detail["output_lens"][i] < 2 or sum(detail["itls"][i]) * 1e3 / (detail["output_lens"][i] - 1)
+    met = [i for i in last if detail.ttfts[i] * 1e3 <= pair["ttft"] and not detail.errors[i]
+           and (detail.output_lens[i] < 2 or detail.gap_sums_s[i] * 1e3 / (detail.output_lens[i] - 1)
                 <= pair["tpot"])]
     assert rows.iloc[0]["last third attainment"] == pytest.approx(len(met) / len(last))
     fact = slo.gpu_steady_fact(rows)

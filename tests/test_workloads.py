@@ -86,7 +86,7 @@ def test_replay_serves_the_file_lengths(tmp_path, dataset):
 
     detail = load_runs(tmp_path)[0].detail
     inputs, outputs = workloads.read_lengths(dataset)
-    assert detail["input_lens"] == inputs[:50].tolist() and detail["output_lens"] == outputs[:50].tolist()
+    assert detail.input_lens == inputs[:50].tolist() and detail.output_lens == outputs[:50].tolist()
     assert record["config"]["bench_params"]["dataset_name"] == "custom"
     assert record["config"]["bench_params"]["dataset_path"] == str(dataset)
     short = ss.main([*argv[:-2], "--num-prompts", "61", "--out", str(tmp_path / "x.json")])

@@ -340,7 +340,7 @@ def slow_request_rows(runs: list[Run], limit_s: float = SLOW_REQUEST_S) -> pd.Da
     succeeded slower than ``limit_s`` end to end (``slow_requests``)."""
     return pd.DataFrame([{"setting": r.setting, "rate": r.config.rate_label, "run": r.config.run,
                           BUDGET: r.config.budget_in_force,
-                          "requests": len(r.detail["ttfts"]), "slow": slow_requests(r, limit_s)} for r in runs])
+                          "requests": len(r.detail.ttfts), "slow": slow_requests(r, limit_s)} for r in runs])
 
 
 def slow_requests_fact(slow: pd.DataFrame, note: str = "", limit_s: float = SLOW_REQUEST_S) -> str:
