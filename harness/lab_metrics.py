@@ -520,6 +520,46 @@ def token_gap_completeness(detail: RequestDetail, indices: list[int]) -> dict[st
             "threshold": FRONTEND_LAG_THRESHOLD}
 
 
+BURST_JOIN_S = 0.02  # late chunks closer than this in time belong to one burst
+BURST_MIN_LATE = 5  # a burst: at least this many late chunks, of one or several requests
+
+
+def late_gap_bursts(raw: dict[str, Any], gap_unit_s: float = 1.0) -> dict[str, Any]:
+    """When the late chunks (a gap under ``LATE_GAP_S``: read back to back) of a run arrived: in
+    bursts that hit many streams at once, how often, and after how long a wait.
+
+    Chunks that wait together somewhere upstream of the client arrive together: a stall of a
+    process's event loop. Bursts at a fixed period point at something periodic; the harness's own
+    ``/metrics`` poller is one (its ``interval_s`` and ``samples`` are in the run's ``engine``
+    block). ``stall_ms_median``: the median, over bursts, of the longest gap that a burst's
+    requests waited before their first late chunk. ``raw``: per-request arrays with every gap
+    (``DETAIL_KEYS``), in units of ``gap_unit_s``, as at run time or in a file of format 1-3;
+    a file of format 4 keeps no gaps to place."""
+    late: list[tuple[float, float]] = []  # (arrival time of a late chunk, the wait before its run)
+    for start, ttft, row in zip(raw["start_times"], raw["ttfts"], raw["itls"]):
+        gaps = np.asarray(row, dtype=np.float64) * gap_unit_s
+        times = start + ttft + np.cumsum(gaps)
+        wait = 0.0
+        for gap, at in zip(gaps.tolist(), times.tolist()):
+            if gap < LATE_GAP_S:
+                late.append((at, wait))
+            else:
+                wait = gap
+    late.sort()
+    bursts: list[list[tuple[float, float]]] = []
+    for chunk in late:
+        if bursts and chunk[0] - bursts[-1][-1][0] < BURST_JOIN_S:
+            bursts[-1].append(chunk)
+        else:
+            bursts.append([chunk])
+    big = [burst for burst in bursts if len(burst) >= BURST_MIN_LATE]
+    starts = [burst[0][0] for burst in big]
+    return {"late_chunks": len(late), "bursts": len(big),
+            "share_in_bursts": sum(map(len, big)) / len(late) if late else None,
+            "period_s_median": float(np.median(np.diff(starts))) if len(starts) > 1 else None,
+            "stall_ms_median": float(np.median([max(w for _, w in burst) for burst in big])) * 1e3 if big else None}
+
+
 def run_timing(detail: RequestDetail, begin: float, load: float | None, end: float) -> dict[str, Any]:
     """Where a run's wall time went (``begin``/``load``/``end``: one monotonic clock, when the
     client was started, began its load and was done): its set-up (dataset, tokenizer check, test
@@ -593,15 +633,16 @@ def output_pace(detail: RequestDetail, kept: list[int]) -> dict[str, float] | No
 
 def frontend_check(detail: RequestDetail, warmup_fraction: float,
                    server_cpu: list[dict[str, Any]] | None, client_cpu: list[float | None] | None,
-                   api_server_count: int | None) -> dict[str, Any]:
+                   api_server_count: int | None, late_bursts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Did the processes around the scheduler keep up in this run? (the ``frontend`` block)
 
     ``token_gaps``: ``token_gap_completeness`` over the kept requests; ``lagged`` repeats its
     verdict. ``server_cores_by_role``: the busiest process of each role (``api_server``,
     ``engine_core``, ...) in cores over the load window, and ``api_server_cores_total`` their sum
     for the API servers; ``client_cores``: each client process's. A Python process runs one
-    thread at a time, so one near 1.0 core is saturated. None where a reading was not taken (the
-    CPU readings of runs made before they existed).
+    thread at a time, so one near 1.0 core is saturated. ``late_gap_bursts``: when the late chunks
+    arrived (``late_gap_bursts``, from every gap, so only at run time). None where a reading was not
+    taken (the CPU readings of runs made before they existed).
     """
     gaps = token_gap_completeness(detail, kept_indices(detail.start_times, warmup_fraction))
     by_role: dict[str, float] = {}
@@ -616,7 +657,7 @@ def frontend_check(detail: RequestDetail, warmup_fraction: float,
     return {"token_gaps": gaps, "lagged": gaps["lagged"], "api_server_count": api_server_count,
             "client_processes": len(client_cpu) if client_cpu else None,
             "server_cores_by_role": by_role or None, "api_server_cores_total": api_total,
-            "client_cores": client_cpu}
+            "client_cores": client_cpu, "late_gap_bursts": late_bursts}
 
 
 def parse_slo(spec: str | None, default: str = "ttft:500 tpot:50") -> dict[str, float]:
@@ -737,16 +778,40 @@ class PeriodicSampler:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m harness.lab_metrics repack FOLDER``: every per-request file under FOLDER in the
-    current format (``repack_folder``)."""
+    current format (``repack_folder``). ``python -m harness.lab_metrics late-bursts RESULT.json ...``:
+    when each run's late chunks arrived (``late_bursts_of_run``)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m harness.lab_metrics", description=main.__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("repack", help="rewrite per-request files in the current format").add_argument(
         "folder", type=Path)
+    bursts = commands.add_parser("late-bursts", help="when a run's late chunks arrived (late_gap_bursts), beside "
+                                 "its /metrics poller's period; needs a per-request file of format 1-3")
+    bursts.add_argument("results", type=Path, nargs="+", help="result files (.json)")
     args = parser.parse_args(argv)
-    repack_folder(args.folder)
+    if args.command == "repack":
+        repack_folder(args.folder)
+        return 0
+    for path in args.results:
+        print(f"{path}: {json.dumps(late_bursts_of_run(path))}")
     return 0
+
+
+def late_bursts_of_run(result_path: Path) -> dict[str, Any]:
+    """``late_gap_bursts`` of a stored run, with its poller's period (wall time / samples). A run
+    stored in format 4 keeps no gaps: ValueError says where they are."""
+    run = read_json(result_path)
+    data = stored_arrays((result_path.parent / run["client"]["detail_file"]).read_bytes())
+    if stored_format(data) >= 4:
+        raise ValueError(f"{result_path}: its per-request file (format {stored_format(data)}) keeps no gaps; the "
+                         "runs stored before format 4 have them in the git history (git show COMMIT:PATH)")
+    raw, gap_unit_s, _ = raw_from_old_format(data)
+    poller = (run.get("engine") or {}).get("metrics") or {}
+    wall = (run.get("timing") or {}).get("run_wall_s")
+    period = wall / poller["samples"] if wall and poller.get("samples") else None
+    return {**late_gap_bursts(raw, gap_unit_s), "poll_interval_s": poller.get("interval_s"),
+            "poll_period_s": period}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.lab_metrics import DETAIL_KEYS, RequestDetail, compact_detail, frontend_check, pack_detail, summarize
+from harness.lab_metrics import (DETAIL_KEYS, RequestDetail, compact_detail, frontend_check, late_gap_bursts, pack_detail,
+                                 summarize)
 
 SCHEMA_VERSION = 5  # 2: "host" block (load, other servers, lockstep); 3: "frontend" block, clients;
 # 4: per-request arrays in a binary file beside the result (client.detail_file); 5: "config" is a
@@ -78,7 +79,7 @@ def measured_blocks(client: dict[str, Any], metrics: dict[str, Any], stats_befor
     return {
         "host": host,
         "frontend": frontend_check(detail, warmup_fraction, host.get("server_cpu"), host.get("client_cpu"),
-                                   api_servers),
+                                   api_servers, late_gap_bursts(raw)),
         "client": {k: v for k, v in client.items() if k not in DETAIL_KEYS + ("generated_texts",)},
         "engine": {"metrics": metrics, "scheduler_counts_this_run": counters_delta(stats_before, stats_after),
                    "scheduler_stats_cumulative": stats_after},

@@ -466,6 +466,53 @@ def test_repack_rewrites_a_folder_in_place_with_each_runs_warmup(tmp_path, capsy
     assert lm.repack_folder(tmp_path)[0] == 0
 
 
+def _stalled_streams(stall_every_s: float | None, stall_s: float = 0.016, step_s: float = 0.0025) -> dict:
+    """Six requests streaming a token every ``step_s`` for 3 s; every ``stall_every_s`` (the first
+    0.1 s in) the chunks due in the next ``stall_s`` wait and then arrive back to back, 10 us apart,
+    as when an event loop upstream of the client stops for that long."""
+    raw = {"start_times": [], "ttfts": [], "itls": [], "input_lens": [], "output_lens": [], "errors": []}
+    for r in range(6):
+        start, ttft, times = 0.0004 * r, 0.02, []
+        for k in range(1200):
+            due = start + ttft + step_s * k
+            if stall_every_s and 0.1 < (due % stall_every_s) < 0.1 + stall_s:
+                due = due - due % stall_every_s + 0.1 + stall_s  # held to the stall's end
+            times.append(max(due, times[-1] + 1e-5) if times else due)
+        for key, value in (("start_times", start), ("ttfts", ttft), ("itls", np.diff(times).tolist()),
+                           ("input_lens", 100), ("output_lens", 1200), ("errors", "")):
+            raw[key].append(value)
+    return raw
+
+
+def test_late_chunks_in_bursts_show_a_periodic_stall_and_its_length():
+    """A 16 ms stall every 0.28 s (11 in the 3 s): the late chunks come in one burst per stall, every
+    0.28 s, after a wait of 16-18.5 ms (the stall plus at most one step); streams that never stall
+    have none."""
+    bursts = lm.late_gap_bursts(_stalled_streams(0.28))
+    assert bursts["bursts"] == 11 and bursts["share_in_bursts"] == 1.0
+    assert bursts["period_s_median"] == pytest.approx(0.28, abs=0.002)
+    assert 16.0 <= bursts["stall_ms_median"] <= 18.5
+    smooth = lm.late_gap_bursts(_stalled_streams(None))
+    assert smooth == {"late_chunks": 0, "bursts": 0, "share_in_bursts": None, "period_s_median": None,
+                      "stall_ms_median": None}
+
+
+def test_late_bursts_of_a_stored_run_need_its_gaps(tmp_path):
+    """A run stored in format 3 keeps every gap: its bursts, beside its poller's period (wall time
+    over samples). Format 4 keeps none, and says where they are."""
+    raw = _stalled_streams(0.28)
+    record = {"client": {"detail_file": "r.requests.npz.xz"}, "config": {"warmup_fraction": 0.1},
+              "engine": {"metrics": {"samples": 10, "interval_s": 0.25}}, "timing": {"run_wall_s": 2.8}}
+    (tmp_path / "r.requests.npz.xz").write_bytes(_format_3(raw))
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    stored = lm.late_bursts_of_run(tmp_path / "r.json")
+    assert stored["bursts"] == 11 and stored["poll_period_s"] == pytest.approx(0.28)
+    assert stored["period_s_median"] == pytest.approx(0.28, abs=0.002)
+    (tmp_path / "r.requests.npz.xz").write_bytes(pack_detail(raw, 0.1))
+    with pytest.raises(ValueError, match="keeps no gaps"):
+        lm.late_bursts_of_run(tmp_path / "r.json")
+
+
 def test_prometheus_text_is_parsed_with_labels():
     text = (
         '# HELP vllm:kv_cache_usage_perc KV-cache usage.\n'
