@@ -10,7 +10,7 @@ import pandas as pd
 
 from harness.document import Block, bullets, heading, para, table
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, CORES, ENGINE_CORES, GPU_UTIL, LATE_GAPS, THROUGHPUT,
-                             WHOLE_REQUESTS, Results, point_table, shown, sitting_text, span_text, strategy_label)
+                             WHOLE_REQUESTS, Results, Run, point_table, shown, sitting_text, span_text, strategy_label)
 from harness.rules import capacity_runs, kept_up, separated, spread_pct
 
 
@@ -41,6 +41,8 @@ def frontend_section(res: Results) -> list[Block]:
                    para(LIFT_INTRO),
                    table(front_end_table([lift], (WHOLE_REQUESTS, *CORES, THROUGHPUT)), place="appendix"),
                    bullets(lift_facts(lift, rows, below_saturation_rows(res), res.with_role("handout-setting", "task2")))]
+    if bursts := poll_burst_facts([run for task in ("task2", "task3", "slo") for run in res.runs(task)]):
+        blocks += [heading("What the harness's own /metrics poll costs the streams", 3), bullets(bursts)]
     for folder in res.with_role("frontend-gated"):
         gated = res.folder_rows(folder)
         blocks += [heading(f"Does the client limit? One process against two started together ({folder})", 3),
@@ -264,9 +266,30 @@ def below_saturation_facts(below: pd.DataFrame, rows: pd.DataFrame) -> list[str]
         "sent in their own chunks but waited in an API server or the client and were read back to "
         "back; the gap before each such pair is longer by the same wait. Such runs still count as "
         "kept up (no token merged), and the ITL tails carry this share of front-end or client delay. "
-        "In the runs whose files kept each gap (those before format 4), the median run of each study had "
-        "98-100% of its late chunks in bursts, and where a run recorded its /metrics poll the bursts "
-        "came at the poll's period (about 0.28 s), after waits of 12-26 ms (median of each study): the "
-        "harness's own poll, not the load, stalled the streams, and at 8 req/s that alone held "
-        "completeness near 0.99. The poll now runs every 2 s (docs/frontend.md).",
+        "docs/frontend.md traces these late chunks, in the runs stored with every gap, to bursts at the "
+        "period of the harness's own /metrics poll, which stalled the streams; the poll now runs less often.",
     ]
+
+
+def poll_burst_facts(runs: list[Run]) -> list[str]:
+    """The runs that recorded when their late chunks came (``frontend.late_gap_bursts``, from every
+    gap at run time), by how often the harness read ``/metrics`` during them: the bursts' period
+    beside the poll's. A stall at each poll shows as bursts at the poll's period."""
+    by_interval: dict[float, list[Run]] = {}
+    for run in runs:
+        interval = (run.engine.get("metrics") or {}).get("interval_s")
+        if (run.frontend or {}).get("late_gap_bursts") and interval is not None:
+            by_interval.setdefault(float(interval), []).append(run)
+    facts = []
+    for interval, group in sorted(by_interval.items()):
+        bursts = pd.DataFrame([r.frontend["late_gap_bursts"] for r in group])
+        completeness = pd.Series([r.frontend["token_gaps"]["completeness"] for r in group])
+        rates = sorted({r.config.rate_label for r in group}, key=lambda x: float(x))
+        facts.append(
+            f"With the poll every {interval:g} s, {len(group)} run{'s' * (len(group) > 1)} "
+            f"({', '.join(sorted({r.folder for r in group}))}; {' and '.join(rates)} req/s): late chunks came in "
+            f"bursts every {span_text(bursts['period_s_median'], 2)} s (median gap between bursts), "
+            f"{span_text(bursts['share_in_bursts'] * 100, 0)}% of them in bursts, after waits of "
+            f"{span_text(bursts['stall_ms_median'], 1)} ms; {span_text(bursts['late_chunks'], 0)} late chunks a run, "
+            f"completeness {span_text(completeness)}.")
+    return facts
