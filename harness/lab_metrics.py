@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.provenance import read_json, write_bytes_atomic, write_json_atomic
+from harness.provenance import read_json, record_paths, write_bytes_atomic, write_json_atomic
 
 DETAIL_KEYS = ("ttfts", "itls", "input_lens", "output_lens", "start_times", "errors")
 # Share of requests, first by start time, left out of a summary as warm-up. One value for the GPU
@@ -159,7 +159,6 @@ def compact_detail(raw: dict[str, Any], warmup_fraction: float, gap_unit_s: floa
     or the ticks of a stored file). Every sum and comparison is made on the rows as given, so that
     a stored file read by an older reader and the compact form of it give the same numbers."""
     rows = [np.asarray(row) for row in raw["itls"]]
-    gaps_s = [row * gap_unit_s for row in rows]
     ttfts, starts = [float(t) for t in raw["ttfts"]], [float(t) for t in raw["start_times"]]
     output_lens, errors = [int(n) for n in raw["output_lens"]], [e or "" for e in raw["errors"]]
     gap_sums = [float(row.sum()) * gap_unit_s for row in rows]
@@ -184,7 +183,7 @@ def compact_detail(raw: dict[str, Any], warmup_fraction: float, gap_unit_s: floa
     return RequestDetail(
         ttfts=ttfts, start_times=starts, input_lens=[int(n) for n in raw["input_lens"]], output_lens=output_lens,
         errors=errors, gap_counts=[len(row) for row in rows], gap_sums_s=gap_sums,
-        late_gap_counts=[int(np.count_nonzero(g < LATE_GAP_S)) for g in gaps_s],
+        late_gap_counts=[int(np.count_nonzero(row * gap_unit_s < LATE_GAP_S)) for row in rows],
         itl_pool=ItlPool(values * gap_unit_s, counts.astype(np.int64), warmup_fraction),
         edges_s=edges, edge_cuts=edge_cuts)
 
@@ -350,11 +349,9 @@ def repack_folder(folder: Path) -> tuple[int, int, int]:
     ``folder`` names into the current format, with the run's own warm-up fraction; files already
     in it are left alone. Prints each file's bytes before and after; returns (files rewritten,
     bytes before, bytes after) over the files rewritten."""
-    from harness.provenance import COMPRESSED_RECORD_SUFFIX
-
     done = before = after = 0
-    records = sorted([*folder.rglob("*.json"), *folder.rglob("*" + COMPRESSED_RECORD_SUFFIX)])
-    for record_path in records:
+    folders = [folder, *sorted(sub for sub in folder.rglob("*") if sub.is_dir())]
+    for record_path in (path for sub in folders for path in record_paths(sub)):
         record = read_json(record_path)
         name = (record.get("client") or {}).get("detail_file") if isinstance(record, dict) else None
         if not name:
