@@ -427,6 +427,22 @@ def kept_request_values(run: Run) -> dict[str, list[float]]:
             "itl_ms": detail.itl_pool.values_ms(run.config.warmup_fraction).tolist()}
 
 
+def share_arriving_behind(run: Run) -> float:
+    """The share of a run's kept requests that arrived while an earlier request (warm-up too) still
+    had no first token. Only such requests can meet another in the waiting queue, so this bounds
+    what an order of admission (SJF) can move: at a low rate it is small, and so is SJF's reach."""
+    detail = run.detail
+    by_arrival = sorted(range(len(detail.start_times)), key=lambda i: detail.start_times[i])
+    behind, latest_first_token = set(), float("-inf")
+    for i in by_arrival:
+        if detail.start_times[i] < latest_first_token:
+            behind.add(i)
+        if is_success(detail, i):
+            latest_first_token = max(latest_first_token, detail.start_times[i] + detail.ttfts[i])
+    kept = kept_indices(detail.start_times, run.config.warmup_fraction)
+    return sum(i in behind for i in kept) / len(kept) if kept else float("nan")
+
+
 def prompt_lengths(loaded: list[Run], workload: str, rate: str) -> set[int]:
     """The prompt lengths (tokens) a point's runs sent: one value on a fixed-length load."""
     return {n for run in loaded if run.point == (workload, rate) for n in run.detail.input_lens}

@@ -231,6 +231,72 @@ def test_the_handout_rate_answer_pairs_runs_within_rounds_recomputed_from_the_fi
     assert task3.handout_rate_answers(rows.assign(round=None), points) == []
 
 
+def test_the_handout_rate_answer_on_varied_lengths_sets_a_against_the_defaults_drift():
+    """Where prompts differ there is no A/A twin: A's round ratios are set against how far the
+    default's own runs moved across those rounds, both recomputed here from the files; a sitting
+    with one round where both kept up is too few to answer from."""
+    folder = RESULTS / "task3_api-4_rate8_varlen_b"
+    order = json.loads((folder / "study.json").read_text())["order"]
+    runs = {(o["strategy"], o["round"]): json.loads((folder / o["file"]).read_text())["summary"] for o in order}
+    metrics = ("ttft_ms", "itl_ms")
+    pairs = [runs[("prefill-first", r)][m]["p99"] / runs[("default", r)][m]["p99"] for r in (1, 2, 3) for m in metrics]
+    own = max(max(x, 1 / x) for x in pairs)
+    drift = max(max(runs[("default", r)][m]["p99"] for r in (1, 2, 3)) / min(runs[("default", r)][m]["p99"] for r in (1, 2, 3))
+                for m in metrics)
+    rows = layer.run_rows(layer.load_runs(folder))
+    [(finding, _)] = task3.handout_rate_answers(rows, set())
+    assert f"at most {own:.2f}x from even" in finding and f"across these rounds ({drift:.2f}x)" in finding
+    assert ("not measurable" in finding) == (own <= drift)
+    first = layer.run_rows(layer.load_runs(RESULTS / "task3_api-4_rate8_varlen"))
+    [(finding, _)] = task3.handout_rate_answers(first, set())
+    assert "1 round with both kept up, too few to answer from" in finding
+
+
+def test_share_arriving_behind_counts_arrivals_before_an_earlier_first_token():
+    """Recomputed here pair by pair from one run's arrays: a kept request counts when some earlier
+    request (warm-up too) had arrived and not yet had its first token."""
+    run = next(r for r in layer.load_runs(RESULTS / "task3_api-4_rate8_varlen_b") if r.config.strategy_variant == "sjf")
+    d = run.detail
+    kept = layer.kept_indices(d.start_times, run.config.warmup_fraction)
+    behind = [i for i in kept if any(d.start_times[j] < d.start_times[i] < d.start_times[j] + d.ttfts[j]
+                                     for j in range(len(d.ttfts)) if layer.is_success(d, j))]
+    share = layer.share_arriving_behind(run)
+    assert share == len(behind) / len(kept) and 0.05 < share < 0.5  # 8 req/s: some, not most
+
+
+def test_the_handout_rate_sjf_answer_reads_who_pays_by_prompt_length():
+    """SJF at 8 req/s on the variable-length load: its round ratios come from the study's files, and
+    the verdict follows the quartiles: a gain in every quartile is not SJF's ordering; make SJF's
+    longest prompts slower and the answer says the shortest gained and the longest paid."""
+    res = layer.Results.load(RESULTS)
+    folder = "task3_api-4_rate8_varlen_b"
+    rows = res.rows("task3")
+    rows = rows[rows["folder"] == folder]
+    [(finding, mechanism)] = task3.sjf_handout_answers(res, rows)
+    order = json.loads((RESULTS / folder / "study.json").read_text())["order"]
+    p50 = {(o["strategy"], o["round"]): json.loads((RESULTS / folder / o["file"]).read_text())["summary"]["ttft_ms"]["p50"]
+           for o in order}
+    paired = [p50[("sjf", r)] / p50[("default", r)] for r in (1, 2, 3)]
+    assert f"TTFT P50 {min(paired):.2f}-{max(paired):.2f}x" in finding
+    by_len = layer.ttft_by_prompt_length(res.serving[folder], "random-1024in-256out-range0.9", "8")
+    by_len = by_len[by_len["strategy"] != "prefill-first"].set_index(["strategy", "prompt tokens"])["TTFT P50 (ms)"]
+    gains = (by_len["sjf"] / by_len["default"].reindex(by_len["sjf"].index)).tolist()
+    assert ", ".join(f"{g:.2f}x" for g in gains) in finding
+    assert ("every quartile gained" in finding) == all(g < 1 for g in gains)
+    assert "% of a run's requests arrived while an earlier one" in mechanism
+
+    for run in res.serving[folder]:  # SJF's prompts above the median wait 3x longer
+        if run.config.strategy_variant == "sjf":
+            d = run.detail
+            cut = float(np.median(d.input_lens))
+            run.detail = replace(d, ttfts=[t * 3 if n > cut else t for t, n in zip(d.ttfts, d.input_lens)])
+    [(finding, _)] = task3.sjf_handout_answers(res, rows)
+    assert "the shortest prompts gained and the longest paid" in finding
+    # On a one-length load SJF is the default's twin: no SJF answer there.
+    fixed = res.rows("task3")
+    assert task3.sjf_handout_answers(res, fixed[fixed["folder"] == "task3_api-4_rate8"]) == []
+
+
 def test_the_slo_tail_reads_the_longest_tenth_of_prompts_from_the_arrays():
     """The tail table's longest-decile maximum TTFT is recomputed here from one run's arrays."""
     folder = RESULTS / "task3_api-4_heavy"
@@ -295,11 +361,11 @@ def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
     assert "decode_requests and context_tokens correlate at r 0.999" in text
     assert "carry at most 2046 of them" in text and "what steps at budget 8192 cost lies outside the data" in text
     # One block per fit of another machine that replayed that machine's runs: the H100s 05d7de6c,
-    # 303e4375 and 7bb362be (two fits).
-    assert text.count("Held out on another machine: NVIDIA H100") == 4
+    # 303e4375, 1bb4be6f and 7bb362be (two fits).
+    assert text.count("Held out on another machine: NVIDIA H100") == 5
     lines = replay.other_host_summary(res, rules.replay_validation(res))
     first = [line for line in lines if "7bb362be" in line]
-    assert len(lines) == 4 and len(first) == 2
+    assert len(lines) == 5 and len(first) == 2
     assert all("budget 8192" in line and "at 30 req/s" in line for line in first)
     # The second machine's fit (budgets 2048 and 8192) against held-out budgets below them: how few
     # of its steps with prompt tokens are as small as budget 512's, counted from its step log.

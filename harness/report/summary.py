@@ -14,7 +14,7 @@ from harness.report.frontend import lift_rows, several_api_servers, task2_verdic
 from harness.report.replay import other_host_summary
 from harness.report.slo import Sweep, capacity_fact, capacity_folders, transient_note
 from harness.report.task2 import THEORY
-from harness.report.task3 import handout_rate_answers, one_length_points, separations
+from harness.report.task3 import handout_rate_answers, one_length_points, separations, sjf_handout_answers
 from harness.report.text import factor
 
 
@@ -48,7 +48,8 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
         if task == "task3":
             sweeps_rows = rows[~rows["folder"].isin(capacity_folders(res))]
             items += [f"Task 3: {finding[0].lower()}{finding[1:-1]} (section 5)."
-                      for finding, _ in handout_rate_answers(sweeps_rows, one_length_points(res, sweeps_rows))]
+                      for finding, _ in handout_rate_answers(sweeps_rows, one_length_points(res, sweeps_rows))
+                      + sjf_handout_answers(res, sweeps_rows)]
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: where every run of a strategy lies beyond every run of "
                          f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")

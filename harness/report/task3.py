@@ -11,7 +11,8 @@ import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
 from harness.results import (BUDGET, PREFILL_CHUNK, THROUGHPUT, Results, load_label, point_table, prompt_lengths,
-                             gpu_text, provenance_line, shown, sitting_text, span_text, strategy_label, ttft_by_prompt_length)
+                             gpu_text, provenance_line, share_arriving_behind, shown, sitting_text, span_text, strategy_label,
+                             ttft_by_prompt_length)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, against_default, kept_up, ratio, round_ratios, separated, separating,
                            spread_factor)
 from harness.run_config import cli_flags
@@ -68,21 +69,29 @@ def separations(rows: pd.DataFrame) -> list[str]:
 PAIRED = ("TTFT P50 (ms)", "TTFT P99 (ms)", "ITL P50 (ms)", "ITL P99 (ms)")
 
 
+def drift_across_rounds(base: pd.DataFrame, rounds: pd.Index, columns: tuple[str, ...]) -> tuple[float, str]:
+    """How far the default's own runs moved across ``rounds`` of an interleaved study (highest /
+    lowest), in the column where they moved most: the noise floor a pair of strategies measured
+    round by round must beat."""
+    runs = base[base["round"].isin(rounds)]
+    return max((ratio(runs[c].max(), runs[c].min()), c) for c in columns)
+
+
 def within_rounds(own: pd.DataFrame, base: pd.DataFrame) -> str | None:
     """A strategy against the default round by round of an interleaved study (both runs kept
     up), beside how far the default's own runs drift across those rounds: when the pairs differ
     less than the default does from round to round, the two are not told apart at this point,
     whatever the medians say."""
     pairs = {c: round_ratios(own, base, c) for c in PAIRED}
-    rounds = list(pairs[PAIRED[0]].index)
-    if not rounds:
+    rounds = pairs[PAIRED[0]].index
+    if rounds.empty:
         return None
-    paired_base = base[base["round"].isin(rounds)]
     within = max(max(r, 1 / r) for x in pairs.values() for r in x if r > 0)
-    drift, column = max((ratio(paired_base[c].max(), paired_base[c].min()), c) for c in PAIRED)
+    drift, column = drift_across_rounds(base, rounds, PAIRED)
+    drifted = base[base["round"].isin(rounds)][column]
     listed = "; ".join(f"{unit_less(c)} " + ", ".join(f"{r:.2f}x" for r in x) for c, x in pairs.items())
     verdict = (f"within a round the two differ by at most {factor(within)}, less than the default's own "
-               f"{unit_less(column)} moved across these rounds ({span_text(paired_base[column], 1)} ms, "
+               f"{unit_less(column)} moved across these rounds ({span_text(drifted, 1)} ms, "
                f"{factor(drift)}): at this point they are not told apart"
                if within < drift else
                f"within a round they differ by up to {factor(within)}, more than the default's own drift "
@@ -102,6 +111,8 @@ def step_text(part: pd.DataFrame) -> str | None:
 
 
 HANDOUT_RATE = "8"  # the handout's Task 3 rate (req/s)
+HANDOUT_PAIRED = ("TTFT P99 (ms)", "ITL P99 (ms)")  # the handout's question to A: its TTFT gain, its ITL cost
+MIN_HANDOUT_ROUNDS = 2  # rounds where both strategies kept up, for an answer at the handout's rate
 A_A = ("Every prompt of this load has the same length, so SJF admits in arrival order, as vLLM's "
        "default does: SJF against the default is an A/A comparison here, and how far their runs "
        "differ is this point's noise floor.")
@@ -115,35 +126,87 @@ def one_length_points(res: Results, rows: pd.DataFrame) -> set[tuple[str, str, s
 
 def handout_rate_answers(rows: pd.DataFrame, one_length: set[tuple[str, str, str]]) -> list[tuple[str, str]]:
     """The handout's Task 3 questions at its own rate, from the interleaved studies there: what
-    Strategy A gains and costs against the default, set beside the A/A spread where the load
-    makes SJF the default's twin (``one_length``: the points whose prompts share one length).
+    Strategy A gains and costs against the default, round by round, set beside a noise floor:
+    SJF against the default where the load makes SJF the default's twin (``one_length``: the
+    points whose prompts share one length), else the default's own drift across those rounds.
     Each answer is (the finding, the mechanism the engine's steps show)."""
     facts = []
     study = kept_up(rows[(rows["rate"] == HANDOUT_RATE) & rows["round"].notna()])
+    deviation = lambda x: max(max(r, 1 / r) for r in x)  # noqa: E731 - how far from 1, either way
     for (folder, workload, rate), part in study.groupby(["folder", "workload", "rate"], sort=False):
         base, a = part[part["strategy"] == "default"], part[part["strategy"] == "prefill-first"]
-        pairs = {c: round_ratios(a, base, c) for c in ("TTFT P99 (ms)", "ITL P99 (ms)")}
-        if base.empty or pairs["TTFT P99 (ms)"].empty:
+        pairs = {c: round_ratios(a, base, c) for c in HANDOUT_PAIRED}
+        rounds = pairs[HANDOUT_PAIRED[0]].index
+        if base.empty or rounds.empty:
             continue
         text = (f"At the handout's {load_label(rate)} ({folder}, {gpu_text(part['gpu'])}, {workload}, one server "
                 f"switching strategy "
                 f"run by run): Strategy A / default within each round, TTFT P99 "
                 f"{span_text(pairs['TTFT P99 (ms)'], 2)}x and ITL P99 {span_text(pairs['ITL P99 (ms)'], 2)}x")
+        own = deviation(pd.concat(pairs.values()))
         twin = part[part["strategy"] == "sjf"]
-        if (folder, workload, rate) in one_length and not twin.empty:
-            deviation = lambda x: max(max(r, 1 / r) for r in x)  # noqa: E731 - how far from 1, either way
-            own = deviation(pd.concat(pairs.values()))
-            noise = deviation(pd.concat([round_ratios(twin, base, c) for c in pairs]))
+        if len(rounds) < MIN_HANDOUT_ROUNDS:
+            text += (f": {len(rounds)} round with both kept up, too few to answer from (at least "
+                     f"{MIN_HANDOUT_ROUNDS})")
+        elif (folder, workload, rate) in one_length and not twin.empty:
+            noise = deviation(pd.concat([round_ratios(twin, base, c) for c in HANDOUT_PAIRED]))
             text += (f": at most {factor(own)} from even, "
                      + (f"less than SJF against the default on this load, an A/A comparison (up to {factor(noise)}): "
                         "A's gain and cost are not measurable at this rate" if own <= noise else
                         f"more than SJF against the default on this load, an A/A comparison (up to {factor(noise)})"))
+        else:
+            drift, column = drift_across_rounds(base, rounds, HANDOUT_PAIRED)
+            text += (f": at most {factor(own)} from even, "
+                     + (f"less than the default's own {unit_less(column)} moved across these rounds "
+                        f"({factor(drift)}): A's gain and cost are not measurable at this rate" if own <= drift else
+                        f"more than the default's own drift across these rounds (up to {factor(drift)}, "
+                        f"{unit_less(column)})"))
         a_chunk, base_chunk = span_text(a[PREFILL_CHUNK], 0), span_text(base[PREFILL_CHUNK], 0)
         facts.append((text + ".", f"A step holding prefill carried {a_chunk} prompt tokens under A and "
                       f"{base_chunk} in the default's mixed steps, about one prompt a step: A's "
                       "prefill-only step takes the place of one mixed step, and the running decodes wait "
                       "for about the same work either way. A's ITL cost shows where prompts queue and its "
                       "prefill-only steps carry several of them (the points at higher rates below)."))
+    return facts
+
+
+def sjf_handout_answers(res: Results, rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """The handout's question to Strategy B at its own rate, where prompt lengths differ (on one
+    length SJF is the default's twin): what SJF gains and who pays, round by round and by
+    prompt-length quartile. Ordering by length moves waiting from long prompts to short ones, so
+    a gain in every quartile, the longest too, is not SJF's doing; how many requests could meet
+    another in the queue at all (``share_arriving_behind``) says how much there was to reorder.
+    Each answer is (the finding, the mechanism)."""
+    facts = []
+    study = kept_up(rows[(rows["rate"] == HANDOUT_RATE) & rows["round"].notna()])
+    one_length = one_length_points(res, study)
+    for (folder, workload, rate), part in study.groupby(["folder", "workload", "rate"], sort=False):
+        base, own = part[part["strategy"] == "default"], part[part["strategy"] == "sjf"]
+        pairs = {c: round_ratios(own, base, c) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")}
+        rounds = pairs["TTFT P50 (ms)"].index
+        if (folder, workload, rate) in one_length or len(rounds) < MIN_HANDOUT_ROUNDS:
+            continue
+        runs = [r for r in res.serving[folder] if r.point == (workload, rate) and not r.frontend["lagged"]
+                and r.config.strategy_variant in ("sjf", "default")]
+        quartiles = ttft_by_prompt_length(runs, workload, rate).set_index(["strategy", "prompt tokens"])
+        sjf_p50 = quartiles.loc["sjf", "TTFT P50 (ms)"]  # shortest quartile first
+        gain = (sjf_p50 / quartiles.loc["default", "TTFT P50 (ms)"].reindex(sjf_p50.index)).dropna()
+        text = (f"Strategy B1 (SJF) at the handout's {load_label(rate)} ({folder}, {gpu_text(part['gpu'])}, "
+                f"{workload}): SJF / default within each round, TTFT P50 {span_text(pairs['TTFT P50 (ms)'], 2)}x "
+                f"and TTFT P99 {span_text(pairs['TTFT P99 (ms)'], 2)}x; by prompt-length quartile (runs pooled), "
+                f"TTFT P50 {', '.join(f'{x:.2f}x' for x in gain)} from the shortest to the longest")
+        if (gain < 1).all():
+            text += (": every quartile gained, the longest too, where ordering by length would make the "
+                     "longest pay: this gain is not SJF's reordering, and stays a lead to re-test")
+        elif gain.iloc[0] < 1 <= gain.iloc[-1]:
+            text += ": the shortest prompts gained and the longest paid, as ordering by length does"
+        behind = pd.Series([share_arriving_behind(r) for r in runs])
+        prompts = pd.Series([n for r in runs for n in r.detail.input_lens])
+        budget = int(part[BUDGET].iloc[0])
+        facts.append((text + ".", f"SJF can reorder only requests that wait together: {span_text(behind * 100, 0)}% "
+                      "of a run's requests arrived while an earlier one still had no first token, and a step of "
+                      f"{budget} tokens admits about {budget / prompts.mean():.0f} of these prompts "
+                      f"({prompts.mean():.0f} tokens on average) at once."))
     return facts
 
 
@@ -216,7 +279,8 @@ def task3_section(res: Results) -> list[Block]:
                 blocks += [heading(f"TTFT by prompt length (quartiles, each strategy's runs pooled): {title}", 4,
                                    place="appendix"), table(shown(by_len), place="appendix")]
     blocks += [heading("Answers from the data", 3),
-               bullets([" ".join(answer) for answer in handout_rate_answers(rows, one_length)] + task3_answers(rows))]
+               bullets([" ".join(answer) for answer in handout_rate_answers(rows, one_length) + sjf_handout_answers(res, rows)]
+                       + task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
                        f"{failed} requests timed out or failed over all Task 3 runs (per run in "
