@@ -47,7 +47,7 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
             items += task2_rate_summary(rows)
         if task == "task3":
             sweeps_rows = rows[~rows["folder"].isin(capacity_folders(res))]
-            items += [f"Task 3: {finding[0].lower()}{finding[1:-1]} (section 5)."
+            items += [f"Task 3: {'a' if finding.startswith('At ') else finding[0]}{finding[1:-1]} (section 5)."
                       for finding, _ in handout_rate_answers(sweeps_rows, one_length_points(res, sweeps_rows))
                       + sjf_handout_answers(res, sweeps_rows)]
         if task == "task3" and (found := separations(rows)):
