@@ -34,10 +34,11 @@ LOG_TAIL_LINES = 40
 STALL_S = 120.0  # requests in the server and no token for this long: the run cannot finish
 # How often a run's /metrics is read. Every read stalls token streams: the API server that answers
 # renders every process's metrics in its event loop, or the harness parses the text in the process
-# that runs the client (the runs do not tell which). At 0.25 s, the runs before this change show their late chunks (gaps under
-# 0.1 ms) in bursts 0.27-0.29 s apart, the poll's own period, after waits of 15-26 ms (median per
-# study; `python -m harness.lab_metrics late-bursts`): at 8 req/s that put token-gap completeness
-# at 0.985-0.995. The readings kept (peaks of gauges, counters, a stalled server) need no finer grain.
+# that runs the client (the runs do not tell which). The runs made with a poll every 0.25 s show
+# their late chunks (gaps under 0.1 ms) in bursts 0.27-0.29 s apart, the poll's own period, after
+# waits of 15-26 ms (median per study; `python -m harness.lab_metrics late-bursts`): at 8 req/s that
+# put token-gap completeness at 0.985-0.995. The readings kept (peaks of gauges, counters, a stalled
+# server) need no finer grain.
 POLL_INTERVAL_S = 2.0
 
 

@@ -272,7 +272,7 @@ def test_the_handout_rate_sjf_answer_reads_who_pays_by_prompt_length():
     folder = "task3_api-4_rate8_varlen_b"
     rows = res.rows("task3")
     rows = rows[rows["folder"] == folder]
-    [(finding, mechanism)] = task3.sjf_handout_answers(res, rows)
+    [(finding, mechanism)] = task3.sjf_handout_answers(res, rows, task3.one_length_points(res, rows))
     order = json.loads((RESULTS / folder / "study.json").read_text())["order"]
     p50 = {(o["strategy"], o["round"]): json.loads((RESULTS / folder / o["file"]).read_text())["summary"]["ttft_ms"]["p50"]
            for o in order}
@@ -290,11 +290,12 @@ def test_the_handout_rate_sjf_answer_reads_who_pays_by_prompt_length():
             d = run.detail
             cut = float(np.median(d.input_lens))
             run.detail = replace(d, ttfts=[t * 3 if n > cut else t for t, n in zip(d.ttfts, d.input_lens)])
-    [(finding, _)] = task3.sjf_handout_answers(res, rows)
+    [(finding, _)] = task3.sjf_handout_answers(res, rows, set())
     assert "the shortest prompts gained and the longest paid" in finding
     # On a one-length load SJF is the default's twin: no SJF answer there.
     fixed = res.rows("task3")
-    assert task3.sjf_handout_answers(res, fixed[fixed["folder"] == "task3_api-4_rate8"]) == []
+    fixed = fixed[fixed["folder"] == "task3_api-4_rate8"]
+    assert task3.sjf_handout_answers(res, fixed, task3.one_length_points(res, fixed)) == []
 
 
 def test_the_slo_tail_reads_the_longest_tenth_of_prompts_from_the_arrays():

@@ -47,9 +47,10 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
             items += task2_rate_summary(rows)
         if task == "task3":
             sweeps_rows = rows[~rows["folder"].isin(capacity_folders(res))]
+            one_length = one_length_points(res, sweeps_rows)
             items += [f"Task 3: {'a' if finding.startswith('At ') else finding[0]}{finding[1:-1]} (section 5)."
-                      for finding, _ in handout_rate_answers(sweeps_rows, one_length_points(res, sweeps_rows))
-                      + sjf_handout_answers(res, sweeps_rows)]
+                      for finding, _ in handout_rate_answers(sweeps_rows, one_length)
+                      + sjf_handout_answers(res, sweeps_rows, one_length)]
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: where every run of a strategy lies beyond every run of "
                          f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")

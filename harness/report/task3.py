@@ -6,6 +6,7 @@ folders that measure SLO capacity are left to section 6 (``harness/report/slo.py
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 
 import pandas as pd
 
@@ -124,6 +125,13 @@ def one_length_points(res: Results, rows: pd.DataFrame) -> set[tuple[str, str, s
     return {tuple(p) for p in points if len(prompt_lengths(res.serving[p.folder], p.workload, p.rate)) == 1}
 
 
+def handout_rate_points(rows: pd.DataFrame) -> Iterator[tuple[tuple[str, str, str], pd.DataFrame]]:
+    """Each (folder, workload, rate) point of an interleaved study at the handout's Task 3 rate,
+    with its runs that kept up: where the handout's questions are answered."""
+    study = kept_up(rows[(rows["rate"] == HANDOUT_RATE) & rows["round"].notna()])
+    yield from study.groupby(["folder", "workload", "rate"], sort=False)
+
+
 def handout_rate_answers(rows: pd.DataFrame, one_length: set[tuple[str, str, str]]) -> list[tuple[str, str]]:
     """The handout's Task 3 questions at its own rate, from the interleaved studies there: what
     Strategy A gains and costs against the default, round by round, set beside a noise floor:
@@ -131,9 +139,8 @@ def handout_rate_answers(rows: pd.DataFrame, one_length: set[tuple[str, str, str
     points whose prompts share one length), else the default's own drift across those rounds.
     Each answer is (the finding, the mechanism the engine's steps show)."""
     facts = []
-    study = kept_up(rows[(rows["rate"] == HANDOUT_RATE) & rows["round"].notna()])
     deviation = lambda x: max(max(r, 1 / r) for r in x)  # noqa: E731 - how far from 1, either way
-    for (folder, workload, rate), part in study.groupby(["folder", "workload", "rate"], sort=False):
+    for (folder, workload, rate), part in handout_rate_points(rows):
         base, a = part[part["strategy"] == "default"], part[part["strategy"] == "prefill-first"]
         pairs = {c: round_ratios(a, base, c) for c in HANDOUT_PAIRED}
         rounds = pairs[HANDOUT_PAIRED[0]].index
@@ -170,17 +177,17 @@ def handout_rate_answers(rows: pd.DataFrame, one_length: set[tuple[str, str, str
     return facts
 
 
-def sjf_handout_answers(res: Results, rows: pd.DataFrame) -> list[tuple[str, str]]:
+def sjf_handout_answers(res: Results, rows: pd.DataFrame,
+                        one_length: set[tuple[str, str, str]]) -> list[tuple[str, str]]:
     """The handout's question to Strategy B at its own rate, where prompt lengths differ (on one
     length SJF is the default's twin): what SJF gains and who pays, round by round and by
     prompt-length quartile. Ordering by length moves waiting from long prompts to short ones, so
     a gain in every quartile, the longest too, is not SJF's doing; how many requests could meet
     another in the queue at all (``share_arriving_behind``) says how much there was to reorder.
+    ``one_length``: as for ``handout_rate_answers``.
     Each answer is (the finding, the mechanism)."""
     facts = []
-    study = kept_up(rows[(rows["rate"] == HANDOUT_RATE) & rows["round"].notna()])
-    one_length = one_length_points(res, study)
-    for (folder, workload, rate), part in study.groupby(["folder", "workload", "rate"], sort=False):
+    for (folder, workload, rate), part in handout_rate_points(rows):
         base, own = part[part["strategy"] == "default"], part[part["strategy"] == "sjf"]
         pairs = {c: round_ratios(own, base, c) for c in ("TTFT P50 (ms)", "TTFT P99 (ms)")}
         rounds = pairs["TTFT P50 (ms)"].index
@@ -279,8 +286,8 @@ def task3_section(res: Results) -> list[Block]:
                 blocks += [heading(f"TTFT by prompt length (quartiles, each strategy's runs pooled): {title}", 4,
                                    place="appendix"), table(shown(by_len), place="appendix")]
     blocks += [heading("Answers from the data", 3),
-               bullets([" ".join(answer) for answer in handout_rate_answers(rows, one_length) + sjf_handout_answers(res, rows)]
-                       + task3_answers(rows))]
+               bullets([" ".join(answer) for answer in handout_rate_answers(rows, one_length)
+                        + sjf_handout_answers(res, rows, one_length)] + task3_answers(rows))]
     failed = int(rows["timeouts"].sum() + rows["failed"].sum())
     blocks.append(para("No request timed out or failed in any Task 3 run." if failed == 0 else
                        f"{failed} requests timed out or failed over all Task 3 runs (per run in "
