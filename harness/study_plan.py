@@ -70,8 +70,10 @@ class ServerSpec:
 class RateFrom:
     """A rate that depends on the machine: ``share`` x the capacity that another study measured in
     ``results_folder`` on the machine running this one (vLLM's policy at ``token_budget``, rate
-    inf; ``results.capacity_tok_s``), in requests/s of the load's output length. Resolved when the
-    study runs (``resolve_rate``), so a near-saturation rate comes from the same sitting."""
+    inf; ``results.capacity_tok_s``), in requests/s of the load's mean output length
+    (``LoadSpec.mean_output_len``). That study measured the same dataset (its study file says so).
+    Resolved when the study runs (``resolve_rate``), so a near-saturation rate comes from the same
+    sitting."""
 
     results_folder: str
     token_budget: int
@@ -124,12 +126,21 @@ class LoadSpec:
                              "range_ratio")
         if self.dataset not in ("random", "heavy"):
             raise ValueError(f"load.dataset {self.dataset!r}: random or heavy")
-        if self.rate_from is not None and (self.dataset != "random" or not 0 < self.rate_from.share <= 1):
-            raise ValueError("load.rate_from: a random dataset (its output length converts the capacity to "
-                             "requests/s) and a share in (0, 1]")
+        if self.rate_from is not None and not 0 < self.rate_from.share <= 1:
+            raise ValueError(f"load.rate_from: a share in (0, 1], got {self.rate_from.share!r}")
         if self.min_arrival_s is not None and (self.rate_from is None or self.min_arrival_s <= 0):
             raise ValueError("load.min_arrival_s: a positive number of seconds, with load.rate_from (at a "
                              "fixed rate, num_prompts says it)")
+
+    def mean_output_len(self) -> float:
+        """A request's expected output tokens: ``output_len``, or the heavy load's distribution mean;
+        what turns a capacity in tokens/s into requests/s of this load."""
+        if self.dataset == "heavy":
+            from harness.workloads import HEAVY  # numpy: only where a plan needs it
+
+            return HEAVY.mean_output_len()
+        assert self.output_len is not None  # check(): a random load has one
+        return float(self.output_len)
 
     def params(self) -> dict[str, Any]:
         """The ``vllm bench serve`` flags that shape the load, by name (``bench_params``); a heavy
@@ -317,15 +328,27 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
 
     folder = results / source.results_folder
     capacity = capacity_tok_s(folder, source.token_budget, machine_boot_id())
-    if capacity is None or load.output_len is None:
+    if capacity is None:
         raise HarnessError(f"load.rate_from: {folder} holds no capacity run from this machine (vLLM's policy, "
                            f"budget {source.token_budget}, rate inf, one client); run the study that measures it "
                            "first, on this machine")
-    rate = round(source.share * capacity / load.output_len, 1)
+    measured = source_dataset(folder)
+    if measured not in (None, load.dataset):
+        raise HarnessError(f"load.rate_from: {folder} measured the {measured} dataset, this study's load is "
+                           f"{load.dataset}: a capacity in tokens/s holds for the load it was measured on")
+    rate = round(source.share * capacity / load.mean_output_len(), 1)
     prompts = load.num_prompts
     if load.min_arrival_s is not None:
         prompts = max(prompts, math.ceil(rate * load.min_arrival_s / 100) * 100)
     return replace(plan, load=replace(load, rate=rate, num_prompts=prompts))
+
+
+def source_dataset(folder: Path) -> str | None:
+    """The dataset of the load that the study in ``folder`` ran (its study file's plan); None for a
+    folder that no study plan made (a sweep's), whose load is not recorded as a plan."""
+    path = folder / STUDY_FILE
+    plan = json.loads(path.read_text()).get("plan") if path.is_file() else None
+    return plan["load"].get("dataset", "random") if plan else None
 
 
 # ---- The results folder -------------------------------------------------------------------------

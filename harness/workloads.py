@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 FIRST_SPECIAL_ID = 151643  # Qwen3's added tokens start here: prompts draw only plain tokens
+MEAN_DRAW = 200_000  # requests in the draw that stands for the distribution's mean
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,13 @@ class HeavyTail:
             np.rint(rng.lognormal(np.log(median), sigma, num_prompts)), *bounds).astype(int)
         inputs = draw(self.input_median, self.input_sigma, self.input_bounds)
         return inputs, draw(self.output_median, self.output_sigma, self.output_bounds)
+
+    def mean_output_len(self) -> float:
+        """The expected output length of one request (clipped and rounded as drawn), from one
+        large fixed draw: what converts a capacity in tokens/s to requests/s for this load, as
+        ``output_len`` does for the random dataset. Each run's own draw differs from it by a few
+        percent."""
+        return float(self.lengths(MEAN_DRAW, seed=0)[1].mean())
 
 
 HEAVY = HeavyTail()

@@ -213,6 +213,45 @@ def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine
         plan(load__min_arrival_s=60.0)  # no rate_from
 
 
+def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_dataset(tmp_path):
+    """On the heavy-tailed load a capacity in tokens/s becomes requests/s through the load's mean
+    output length (its distribution's, not one draw's), and only from a study of that dataset: the
+    same tokens/s on another load would be another rate."""
+    from harness.provenance import machine_boot_id
+    from harness.workloads import HEAVY
+
+    heavy = json.loads((ROOT / "experiments" / "slo_heavy_steady.json").read_text())
+    heavy["load"]["rate_from"] = {"results_folder": "cap", "token_budget": 2048, "share": 0.8}
+    heavy["load"]["min_arrival_s"] = 60
+    heavy["arms"] = [{k: v for k, v in arm.items() if k != "rate"} for arm in heavy["arms"][::2]]  # the load's rate
+    steady = study_plan.StudyPlan.from_dict(heavy)
+    capacity = json.loads((ROOT / "experiments" / "capacity_8b_heavy.json").read_text())
+    source = tmp_path / "cap"
+    source.mkdir()
+    tputs = []
+    for path in sorted((ROOT / "results" / "task2_api-4").glob("mnbt-2048_rate-inf_run-*.json")):
+        run = json.loads(path.read_text())
+        run["meta"]["machine_boot_id"] = machine_boot_id()
+        (source / path.name).write_text(json.dumps(run))
+        if run["config"].get("client_processes", 1) == 1:
+            tputs.append(run["summary"]["output_throughput_tok_s"])
+    for dataset, fails in (("random", True), ("heavy", False)):
+        capacity["load"] = {"num_prompts": 1000, "rate": None, "dataset": dataset} | (
+            {"input_len": 1024, "output_len": 256} if dataset == "random" else {})
+        record = study_plan.study_record(study_plan.StudyPlan.from_dict(capacity))
+        (source / study_plan.STUDY_FILE).write_text(json.dumps(record))
+        if fails:
+            with pytest.raises(HarnessError, match="measured the random dataset, this study's load is heavy"):
+                study_plan.resolve_rate(steady, tmp_path)
+    resolved = study_plan.resolve_rate(steady, tmp_path)
+    mean_out = HEAVY.mean_output_len()
+    assert 160 < mean_out < 190  # the docstring's "about 165" output tokens, clipped and rounded
+    want = round(0.8 * sorted(tputs)[len(tputs) // 2] / mean_out, 1)
+    assert resolved.load.rate == want and resolved.load.num_prompts == max(3000, math.ceil(want * 60 / 100) * 100)
+    assert {r.rate for r in resolved.order()} == {want} and {r.arm.strategy for r in resolved.order()} == {
+        "default", "sjf-ontime"}
+
+
 def test_a_dry_run_of_an_unresolved_rate_says_what_it_waits_for(tmp_path, capfd):
     plan_path = ROOT / "experiments" / "task2_near_saturation_high.json"
     assert study.main(["run", str(plan_path), "--results", str(tmp_path), "--dry-run"]) == 0
