@@ -36,7 +36,9 @@ import argparse
 import asyncio
 import contextlib
 import io
+import itertools
 import json
+import multiprocessing
 import os
 import shlex
 import subprocess
@@ -44,6 +46,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +75,7 @@ EXPECTED_OVERHEAD_S, EXPECTED_OVERHEAD_S_PER_PROMPT = 5.0, 0.007
 # A rate-inf run has no arrival window to go by: 11 s for 400 prompts, 25-40 s for 1000 on an H100
 # or H200 at budgets 2048-8192; planned as this much a prompt (budget 512 runs slower).
 RATE_INF_RUN_S_PER_PROMPT = 0.06
+MAX_DRAW_WORKERS = 6  # processes writing heavy-tailed draws beside the server's start (HeavyDraws)
 STARTUP_TIMEOUT_S = 900.0
 
 
@@ -214,6 +218,35 @@ def heavy_draw(plan: StudyPlan, run: PlannedRun, folder: Path, model: str, write
     if not write:
         return workloads.dataset_path(datasets, plan.load.num_prompts, run.seed)
     return workloads.ensure_dataset(datasets, model, plan.load.num_prompts, run.seed)
+
+
+class HeavyDraws:
+    """The heavy-tailed draws of a call's pending runs, written in worker processes while the
+    server starts and the earlier runs run. Why: one draw of 3000 prompts takes 20-25 s of one
+    core (a tokenizer decode per prompt), device time that a run would otherwise wait out; the
+    GPU host has cores to spare. Each run waits for its own draw only (``wait``)."""
+
+    def __init__(self, plan: StudyPlan, runs: list[PlannedRun], folder: Path, model: str) -> None:
+        self.pending: dict[int, Future[Path]] = {}
+        self.pool: ProcessPoolExecutor | None = None
+        if plan.load.dataset != "heavy" or not runs:
+            return
+        workers = max(1, min(len(runs), MAX_DRAW_WORKERS, (os.cpu_count() or 2) // 2))
+        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        for run in runs:
+            self.pending[run.index] = self.pool.submit(workloads.ensure_dataset, folder / "datasets", model,
+                                                       plan.load.num_prompts, run.seed)
+        say(f"drawing {len(runs)} heavy-tailed loads in {workers} worker processes")
+
+    def wait(self, run: PlannedRun) -> None:
+        """Until this run's draw is written; a draw that failed raises here, before its run."""
+        if (future := self.pending.pop(run.index, None)) is not None:
+            future.result()
+
+    def close(self) -> None:
+        """Drop the draws not begun (a later call writes them), finish the ones being written."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str, dataset: Path | None = None) -> list[str]:
@@ -367,6 +400,15 @@ def expected_run_s(plan: StudyPlan, run: PlannedRun) -> float:
     return prompts / run.rate + EXPECTED_OVERHEAD_S + prompts * EXPECTED_OVERHEAD_S_PER_PROMPT
 
 
+def runs_within(plan: StudyPlan, runs: list[PlannedRun], until_s: float | None) -> list[PlannedRun]:
+    """The first of ``runs`` whose planned wall times (``expected_run_s``) add up to at most
+    ``until_s``: those a call may reach, so that it draws no load it will not send."""
+    if until_s is None:
+        return runs
+    ends = itertools.accumulate(expected_run_s(plan, run) for run in runs)
+    return [run for run, end in zip(runs, ends) if end <= until_s]
+
+
 def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server: bool, dry_run: bool,
               max_runs: int | None = None, server_state: Path | None = None) -> int:
     """Every run of the order whose file is missing (at most ``max_runs``), on one server; 0 when
@@ -392,7 +434,12 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
         bytes_per_token = kv_bytes_per_token(load_config(model)) if Path(model).is_dir() else None
     except (OSError, KeyError):
         bytes_per_token = None
-    served = StudyServer.start_or_attach(plan, folder / "logs", server_state)
+    draws = HeavyDraws(plan, runs_within(plan, todo, until_s), folder, model)
+    try:
+        served = StudyServer.start_or_attach(plan, folder / "logs", server_state)
+    except BaseException:
+        draws.close()
+        raise
     done: list[str] = []
     failed = True  # until the loop ends without raising: a failed call stops its server
     try:
@@ -405,12 +452,14 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
                 break
             say(f"run {run.index}/{len(order)}: round {run.round}, {run.arm.tag}, "
                 f"rate {run.rate_label}, seed {run.seed}")
+            draws.wait(run)
             result, packed = one_run(plan, run, served, model, folder, bytes_per_token)
             write_run(folder / run.file_name, result, packed)
             done.append(run.file_name)
             log_run(run, result, len(order))
         failed = False
     finally:
+        draws.close()
         if done:
             note_host(record, folder, done)
         if keep_server and not failed:

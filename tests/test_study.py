@@ -213,6 +213,39 @@ def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine
         plan(load__min_arrival_s=60.0)  # no rate_from
 
 
+def test_the_heavy_draws_of_a_call_are_written_beside_it_each_run_waiting_for_its_own(tmp_path):
+    """``HeavyDraws``: the draws of the runs a call may reach (``runs_within`` its --until-s) are
+    written by worker processes, the same files ``heavy_draw`` names and a run would write itself;
+    a draw that cannot be written fails its run, not silently."""
+    from harness import workloads
+
+    heavy = plan(load={"num_prompts": 20, "rate": 10, "dataset": "heavy"}, runs_per_arm=1)
+    runs = heavy.order()
+    per_run = study.expected_run_s(heavy, runs[0])
+    reach = study.runs_within(heavy, runs, 2.5 * per_run)
+    assert reach == runs[:2] and study.runs_within(heavy, runs, None) == runs
+    model = str(ROOT / "models" / "tiny-qwen3")
+    draws = study.HeavyDraws(heavy, reach, tmp_path, model)
+    try:
+        for run in reach:
+            draws.wait(run)
+            path = study.heavy_draw(heavy, run, tmp_path, model, write=False)
+            inputs, outputs = workloads.read_lengths(path)
+            want_in, want_out = workloads.HEAVY.lengths(20, run.seed)
+            assert list(outputs) == list(want_out) and len(inputs) == len(want_in) == 20
+        assert not (tmp_path / "datasets" / study.heavy_draw(heavy, runs[2], tmp_path, model, write=False).name).exists()
+        draws.wait(runs[2])  # not drawn here: its run writes it itself
+    finally:
+        draws.close()
+    broken = study.HeavyDraws(heavy, runs[:1], tmp_path / "other", str(tmp_path / "no-model"))
+    try:
+        with pytest.raises(Exception):
+            broken.wait(runs[0])
+    finally:
+        broken.close()
+    assert study.HeavyDraws(plan(), plan().order(), tmp_path, model).pool is None  # a random load: nothing to draw
+
+
 def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_dataset(tmp_path):
     """On the heavy-tailed load a capacity in tokens/s becomes requests/s through the load's mean
     output length (its distribution's, not one draw's), and only from a study of that dataset: the
