@@ -25,6 +25,7 @@ from harness.study_file import STUDY_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY_SCHEMA = 1
+MAX_RATE_SHARE = 1.5  # an arm's rate_share: past the capacity too, where an SLO sweep needs overload
 
 
 # ---- The plan ----------------------------------------------------------------------------------
@@ -164,12 +165,15 @@ class Arm:
     strategies are compared, the strategy (a registry name; None: the server's scheduler) and its
     settings (``strategy_settings``, e.g. ``{"wait_bound_s": 5}``; the others keep their defaults),
     and when rates are, the Poisson rate in req/s (None: the load's; a study mixing rate inf with
-    others sets the load's rate to null and gives the others here)."""
+    others sets the load's rate to null and gives the others here), or ``rate_share``: this share
+    of the capacity that ``load.rate_from`` names, resolved to ``rate`` when the study starts (a
+    sweep of rates around a capacity measured in the same sitting; the study file keeps both)."""
 
     token_budget: int
     strategy: str | None = None
     rate: float | None = None
     strategy_settings: tuple[tuple[str, float], ...] = ()  # a plan's JSON object, kept hashable
+    rate_share: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.strategy_settings, dict):
@@ -273,6 +277,11 @@ class StudyPlan:
                 raise ValueError(f"arm {arm.to_dict()}: strategy_settings need a strategy")
             if arm.rate is not None and not (isinstance(arm.rate, (int, float)) and arm.rate > 0):
                 raise ValueError(f"arm rate {arm.rate!r}: a number > 0 (req/s), or no rate for the load's")
+            if arm.rate_share is not None and self.load.rate_from is None:
+                raise ValueError(f"arm rate_share {arm.rate_share!r}: a share of the capacity that load.rate_from "
+                                 "names, and the plan has no load.rate_from")
+            if arm.rate_share is not None and not 0 < arm.rate_share <= MAX_RATE_SHARE:
+                raise ValueError(f"arm rate_share {arm.rate_share!r}: a share in (0, {MAX_RATE_SHARE:g}]")
         if not strategy(self.server.scheduler).class_name:
             raise ValueError(f"server.scheduler {self.server.scheduler!r} is vLLM's own class, which cannot "
                              "take a budget or strategy at run time; use kv-recorder (vLLM's policy with "
@@ -297,7 +306,8 @@ class StudyPlan:
                 arms = list(self.arms)
                 random.Random(self.seed * 1000 + r).shuffle(arms)
                 rounds.append(arms)
-        if self.load.rate_from is not None and self.load.rate is None:
+        if self.load.rate_from is not None and (self.load.rate is None or any(
+                arm.rate_share is not None and arm.rate is None for arm in self.arms)):
             raise HarnessError("load.rate_from is not resolved yet (resolve_rate): the order's rates and file "
                                "names depend on it")
         runs, index = [], 0
@@ -319,11 +329,16 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     if source is None or load.rate is not None:
         return plan
     held = results / plan.results_folder / STUDY_FILE
-    if held.is_file():  # the study began: its runs keep the rate (and prompts) it resolved to, on any machine
-        recorded = json.loads(held.read_text()).get("plan", {}).get("load", {})
+    if held.is_file():  # the study began: its runs keep the rates (and prompts) it resolved to, on any machine
+        recorded_plan = json.loads(held.read_text()).get("plan", {})
+        recorded = recorded_plan.get("load", {})
         if recorded.get("rate") is not None:
+            arms = recorded_plan.get("arms", [])
+            rates = [arms[i].get("rate") if i < len(arms) and arm.rate_share is not None else arm.rate
+                     for i, arm in enumerate(plan.arms)]
             return replace(plan, load=replace(load, rate=float(recorded["rate"]),
-                                              num_prompts=int(recorded.get("num_prompts", load.num_prompts))))
+                                              num_prompts=int(recorded.get("num_prompts", load.num_prompts))),
+                           arms=tuple(replace(arm, rate=rate) for arm, rate in zip(plan.arms, rates)))
     from harness.results import capacity_tok_s  # pandas: only where a plan needs it
 
     folder = results / source.results_folder
@@ -336,11 +351,16 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     if measured not in (None, load.dataset):
         raise HarnessError(f"load.rate_from: {folder} measured the {measured} dataset, this study's load is "
                            f"{load.dataset}: a capacity in tokens/s holds for the load it was measured on")
-    rate = round(source.share * capacity / load.mean_output_len(), 1)
+    per_share = capacity / load.mean_output_len()  # req/s at share 1
+    rate = round(source.share * per_share, 1)
+    arms = tuple(replace(arm, rate=round(arm.rate_share * per_share, 1)) if arm.rate_share is not None else arm
+                 for arm in plan.arms)
+    resolved = replace(plan, load=replace(load, rate=rate), arms=arms)
     prompts = load.num_prompts
-    if load.min_arrival_s is not None:
-        prompts = max(prompts, math.ceil(rate * load.min_arrival_s / 100) * 100)
-    return replace(plan, load=replace(load, rate=rate, num_prompts=prompts))
+    if load.min_arrival_s is not None:  # every run at least that long: the fastest sets the prompts
+        fastest = max(run.rate for run in resolved.order() if run.rate is not None)
+        prompts = max(prompts, math.ceil(fastest * load.min_arrival_s / 100) * 100)
+    return replace(resolved, load=replace(resolved.load, num_prompts=prompts))
 
 
 def source_dataset(folder: Path) -> str | None:

@@ -39,8 +39,9 @@ def test_every_committed_plan_reads_as_written():
     ({"server__scheduler": "default"}, "cannot take a budget or strategy at run time"),
     ({"server__scheduler": "no-such"}, "unknown scheduler"),
     ({"arms": [{"token_budget": 512}, {"token_budget": 512}]}, "each (token_budget, strategy, rate) once"),
-    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['rate', 'strategy', 'strategy_settings', "
-                                  "'token_budget']"),
+    ({"arms": [{"budget": 512}]}, "arms[0]: expected an object with keys among ['rate', 'rate_share', 'strategy', "
+                                  "'strategy_settings', 'token_budget']"),
+    ({"arms": [{"token_budget": 512, "rate_share": 0.9}]}, "the plan has no load.rate_from"),
     ({"arms": [{"token_budget": 512, "strategy": "sjf", "strategy_settings": {"wait_bound_s": 5}}]},
      "strategy 'sjf' takes no setting 'wait_bound_s'"),
     ({"arms": [{"token_budget": 512, "strategy_settings": {"aging_tokens_per_s": 5}}]}, "strategy_settings need a strategy"),
@@ -249,7 +250,9 @@ def test_the_heavy_draws_of_a_call_are_written_beside_it_each_run_waiting_for_it
 def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_dataset(tmp_path):
     """On the heavy-tailed load a capacity in tokens/s becomes requests/s through the load's mean
     output length (its distribution's, not one draw's), and only from a study of that dataset: the
-    same tokens/s on another load would be another rate."""
+    same tokens/s on another load would be another rate. An arm's ``rate_share`` puts it at its own
+    share of that capacity (an SLO sweep's rates, past the capacity too), and the fastest run sets
+    the prompts that give every run its minimum of arrivals."""
     from harness.provenance import machine_boot_id
     from harness.workloads import HEAVY
 
@@ -257,6 +260,7 @@ def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_datase
     heavy["load"]["rate_from"] = {"results_folder": "cap", "token_budget": 2048, "share": 0.8}
     heavy["load"]["min_arrival_s"] = 60
     heavy["arms"] = [{k: v for k, v in arm.items() if k != "rate"} for arm in heavy["arms"][::2]]  # the load's rate
+    heavy["arms"].append({"token_budget": 2048, "strategy": "sjf-ontime", "rate_share": 1.1})  # past the capacity
     steady = study_plan.StudyPlan.from_dict(heavy)
     capacity = json.loads((ROOT / "experiments" / "capacity_8b_heavy.json").read_text())
     source = tmp_path / "cap"
@@ -279,10 +283,20 @@ def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_datase
     resolved = study_plan.resolve_rate(steady, tmp_path)
     mean_out = HEAVY.mean_output_len()
     assert 160 < mean_out < 190  # the docstring's "about 165" output tokens, clipped and rounded
-    want = round(0.8 * sorted(tputs)[len(tputs) // 2] / mean_out, 1)
-    assert resolved.load.rate == want and resolved.load.num_prompts == max(3000, math.ceil(want * 60 / 100) * 100)
-    assert {r.rate for r in resolved.order()} == {want} and {r.arm.strategy for r in resolved.order()} == {
-        "default", "sjf-ontime"}
+    per_share = sorted(tputs)[len(tputs) // 2] / mean_out
+    want, past = round(0.8 * per_share, 1), round(1.1 * per_share, 1)
+    assert resolved.load.rate == want and resolved.arms[-1].rate == past and resolved.arms[-1].rate_share == 1.1
+    assert resolved.load.num_prompts == max(3000, math.ceil(past * 60 / 100) * 100)  # the fastest run's 60 s
+    assert sorted({(r.arm.strategy, r.rate) for r in resolved.order()}) == [
+        ("default", want), ("sjf-ontime", want), ("sjf-ontime", past)]
+    # A begun study keeps the rates its study file holds, the arms' too, on any machine.
+    folder = tmp_path / steady.results_folder
+    folder.mkdir()
+    (folder / study_plan.STUDY_FILE).write_text(json.dumps(study_plan.study_record(resolved)))
+    for path in source.glob("*_run-*.json"):
+        path.unlink()
+    assert study_plan.resolve_rate(steady, tmp_path) == resolved
+    assert study_plan.StudyPlan.from_dict(resolved.to_dict()) == resolved  # as study.json holds it
 
 
 def test_a_dry_run_of_an_unresolved_rate_says_what_it_waits_for(tmp_path, capfd):
