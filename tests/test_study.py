@@ -259,8 +259,9 @@ def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_datase
     heavy = json.loads((ROOT / "experiments" / "slo_heavy_steady.json").read_text())
     heavy["load"]["rate_from"] = {"results_folder": "cap", "token_budget": 2048, "share": 0.8}
     heavy["load"]["min_arrival_s"] = 60
-    heavy["arms"] = [{k: v for k, v in arm.items() if k != "rate"} for arm in heavy["arms"][::2]]  # the load's rate
-    heavy["arms"].append({"token_budget": 2048, "strategy": "sjf-ontime", "rate_share": 1.1})  # past the capacity
+    heavy["arms"] = [{"token_budget": 2048, "strategy": "default"},  # the load's rate
+                     {"token_budget": 2048, "strategy": "sjf-ontime"},
+                     {"token_budget": 2048, "strategy": "sjf-ontime", "rate_share": 1.1}]  # past the capacity
     steady = study_plan.StudyPlan.from_dict(heavy)
     capacity = json.loads((ROOT / "experiments" / "capacity_8b_heavy.json").read_text())
     source = tmp_path / "cap"
