@@ -172,14 +172,16 @@ def test_readme_names_only_kit_files_that_exist():
 
 def test_every_study_the_readme_and_docs_name_reads_and_dry_runs(tmp_path):
     """A newcomer's study commands: each plan named in README.md or docs/ exists, reads, and its
-    dry run lists its order without a GPU."""
+    dry run lists its order without a GPU, or, for a rate taken from a capacity measured in the
+    same sitting, says which study must run first."""
     text = (ROOT / "README.md").read_text() + "".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
     named = set(re.findall(r"experiments/[\w.-]+\.json", text))
     assert "experiments/task3_rate8.json" in named and "experiments/calibrate.json" in named
     for plan in sorted(named):
         done = subprocess.run([sys.executable, "-m", "harness.study", "run", plan, "--dry-run", "--results",
                                str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0 and " 0 of " in done.stdout, plan + done.stdout + done.stderr
+        waits = "holds no capacity run from this machine" in done.stdout and "run the study that measures it first" in done.stdout
+        assert done.returncode == 0 and (" 0 of " in done.stdout or waits), plan + done.stdout + done.stderr
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
