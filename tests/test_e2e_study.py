@@ -160,3 +160,36 @@ def test_studies_that_share_a_server_state_share_the_server_where_its_settings_m
     assert "starting the server" in third.stdout and not hm.live_group_members(state["pid"])
     assert (tmp_path / "results" / "logged" / "logs" / "steps.csv").exists()
     assert not (tmp_path / "results" / "server.json").exists()  # stopped: no --keep-server
+
+
+def test_a_heavy_sweep_takes_its_rates_from_the_capacity_measured_before_it_on_one_server(tmp_path, no_server_left):
+    """The heavy-tailed load's sitting as the GPU host runs it (``offline_gpu/device_chain.sh``): a
+    capacity at rate inf, then a study whose arms sit at their own shares of it (``rate_share``)
+    on the server the capacity left up, each run's draw written beside the runs (``HeavyDraws``)."""
+    from harness.workloads import HEAVY
+
+    shared = ["--keep-server", "--server-state", str(tmp_path / "results" / "server.json")]
+    server = {**PLAN["server"], "step_log": False, "max_model_len": 4096}
+    heavy = {"num_prompts": 8, "rate": None, "dataset": "heavy"}
+    capacity = {**PLAN, "name": "capacity", "task": "calibration", "results_folder": "capacity", "server": server,
+                "load": heavy, "arms": [{"token_budget": 128}], "runs_per_arm": 1}
+    shares = {"default": 0.5, "sjf-ontime": 1.0}
+    sweep = {**capacity, "name": "sweep", "task": "slo", "results_folder": "sweep",
+             "load": {**heavy, "burstiness": 0.5,
+                      "rate_from": {"results_folder": "capacity", "token_budget": 128, "share": 0.5}},
+             "arms": [{"token_budget": 128, "strategy": name, "rate_share": share} for name, share in shares.items()]}
+
+    first = study(tmp_path, *shared, plan=capacity)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    second = study(tmp_path, *shared, plan=sweep)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "attached to the server" in second.stdout and "drawing 2 heavy-tailed loads" in second.stdout
+
+    tok_s = json.loads(next((tmp_path / "results" / "capacity").glob("mnbt-128_rate-inf_*.json")).read_text())[
+        "summary"]["output_throughput_tok_s"]
+    runs = [json.loads(p.read_text()) for p in sorted((tmp_path / "results" / "sweep").glob("*_run-1.json"))]
+    assert sorted((r["config"]["scheduler"], float(r["config"]["rate"])) for r in runs) == sorted(
+        (name, round(share * tok_s / HEAVY.mean_output_len(), 1)) for name, share in shares.items())
+    assert all(r["summary"]["num_failed"] == 0 for r in runs)
+    study_file = json.loads((tmp_path / "results" / "sweep" / "study.json").read_text())
+    assert [arm["rate_share"] for arm in study_file["plan"]["arms"]] == list(shares.values())
