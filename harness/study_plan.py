@@ -352,6 +352,9 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
         raise HarnessError(f"load.rate_from: {folder} measured the {measured} dataset, this study's load is "
                            f"{load.dataset}: a capacity in tokens/s holds for the load it was measured on")
     per_share = capacity / load.mean_output_len()  # req/s at share 1
+    if round(min([source.share] + [arm.rate_share for arm in plan.arms if arm.rate_share is not None]) * per_share, 1) <= 0:
+        raise HarnessError(f"load.rate_from: the capacity in {folder} ({capacity:.1f} tok/s) gives a rate that rounds "
+                           "to 0 req/s at the plan's smallest share; look at that folder's runs before this study")
     rate = round(source.share * per_share, 1)
     arms = tuple(replace(arm, rate=round(arm.rate_share * per_share, 1)) if arm.rate_share is not None else arm
                  for arm in plan.arms)

@@ -290,6 +290,9 @@ def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_datase
     assert resolved.load.num_prompts == max(3000, math.ceil(past * 60 / 100) * 100)  # the fastest run's 60 s
     assert sorted({(r.arm.strategy, r.rate) for r in resolved.order()}) == [
         ("default", want), ("sjf-ontime", want), ("sjf-ontime", past)]
+    slow = replace(steady, load=replace(steady.load, rate_from=replace(steady.load.rate_from, share=1e-4)))
+    with pytest.raises(HarnessError, match="rounds to 0 req/s"):
+        study_plan.resolve_rate(slow, tmp_path)
     # A begun study keeps the rates its study file holds, the arms' too, on any machine.
     folder = tmp_path / steady.results_folder
     folder.mkdir()
