@@ -333,12 +333,12 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
         recorded_plan = json.loads(held.read_text()).get("plan", {})
         recorded = recorded_plan.get("load", {})
         if recorded.get("rate") is not None:
-            arms = recorded_plan.get("arms", [])
-            rates = [arms[i].get("rate") if i < len(arms) and arm.rate_share is not None else arm.rate
-                     for i, arm in enumerate(plan.arms)]
+            held_rates = dict(enumerate(arm.get("rate") for arm in recorded_plan.get("arms", [])))
+            arms = tuple(replace(arm, rate=held_rates.get(i)) if arm.rate_share is not None else arm
+                         for i, arm in enumerate(plan.arms))  # a plan that differs is refused by open_study
             return replace(plan, load=replace(load, rate=float(recorded["rate"]),
                                               num_prompts=int(recorded.get("num_prompts", load.num_prompts))),
-                           arms=tuple(replace(arm, rate=rate) for arm, rate in zip(plan.arms, rates)))
+                           arms=arms)
     from harness.results import capacity_tok_s  # pandas: only where a plan needs it
 
     folder = results / source.results_folder
@@ -352,7 +352,8 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
         raise HarnessError(f"load.rate_from: {folder} measured the {measured} dataset, this study's load is "
                            f"{load.dataset}: a capacity in tokens/s holds for the load it was measured on")
     per_share = capacity / load.mean_output_len()  # req/s at share 1
-    if round(min([source.share] + [arm.rate_share for arm in plan.arms if arm.rate_share is not None]) * per_share, 1) <= 0:
+    smallest = min([source.share] + [arm.rate_share for arm in plan.arms if arm.rate_share is not None])
+    if round(smallest * per_share, 1) <= 0:
         raise HarnessError(f"load.rate_from: the capacity in {folder} ({capacity:.1f} tok/s) gives a rate that rounds "
                            "to 0 req/s at the plan's smallest share; look at that folder's runs before this study")
     rate = round(source.share * per_share, 1)
