@@ -216,8 +216,8 @@ def heavy_draw(plan: StudyPlan, run: PlannedRun, folder: Path, model: str, write
     with the model's tokenizer; not written when ``write`` is False, e.g. for a dry run's argv)."""
     datasets = folder / "datasets"
     if not write:
-        return workloads.dataset_path(datasets, plan.load.num_prompts, run.seed)
-    return workloads.ensure_dataset(datasets, model, plan.load.num_prompts, run.seed)
+        return workloads.dataset_path(datasets, run.num_prompts, run.seed)
+    return workloads.ensure_dataset(datasets, model, run.num_prompts, run.seed)
 
 
 class HeavyDraws:
@@ -235,7 +235,7 @@ class HeavyDraws:
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         for run in runs:
             self.pending[run.index] = self.pool.submit(workloads.ensure_dataset, folder / "datasets", model,
-                                                       plan.load.num_prompts, run.seed)
+                                                       run.num_prompts, run.seed)
         say(f"drawing {len(runs)} heavy-tailed loads in {workers} worker processes")
 
     def wait(self, run: PlannedRun) -> None:
@@ -253,7 +253,7 @@ def bench_argv(plan: StudyPlan, run: PlannedRun, model: str, base_url: str, data
     """``vllm bench serve``'s arguments for one run, built from the plan at the last moment
     (``dataset``: the run's heavy-tailed draw, for a heavy load)."""
     argv = ["--backend", "vllm", "--base-url", base_url, "--model", model, "--tokenizer", model,
-            "--num-prompts", str(plan.load.num_prompts), "--seed", str(run.seed),
+            "--num-prompts", str(run.num_prompts), "--seed", str(run.seed),
             "--request-rate", run.rate_label, "--save-detailed", "--disable-tqdm", *BENCH_REPORT_FLAGS]
     if plan.load.dataset == "heavy":
         if dataset is None:
@@ -375,7 +375,7 @@ def run_config(plan: StudyPlan, run: PlannedRun, server: Server, argv: list[str]
         scheduler=policy, scheduler_cls=class_in_force(plan, run.arm),
         strategy_settings=strategy_settings(policy, run.arm.settings),
         server_params=plan.server.params(), bench_params=plan.load.params(), api_server_count=plan.server.api_servers,
-        num_prompts=plan.load.num_prompts, seed=run.seed, warmup_fraction=plan.warmup_fraction,
+        num_prompts=run.num_prompts, seed=run.seed, warmup_fraction=plan.warmup_fraction,
         timeout_s=plan.timeout_s, token_budget=run.arm.token_budget,
         study={"name": plan.name, "index": run.index, "round": run.round, "client": "in-process"},
         server_command=shlex.join(server.command), bench_commands=(f"vllm bench serve {shlex.join(argv)}",),
@@ -394,7 +394,7 @@ def log_run(run: PlannedRun, record: dict[str, Any], total: int) -> None:
 # ---- The command --------------------------------------------------------------------------------
 def expected_run_s(plan: StudyPlan, run: PlannedRun) -> float:
     """The wall time --until-s plans for ``run``: its arrival window and the client's overhead."""
-    prompts = plan.load.num_prompts
+    prompts = run.num_prompts
     if run.rate is None:
         return prompts * RATE_INF_RUN_S_PER_PROMPT
     return prompts / run.rate + EXPECTED_OVERHEAD_S + prompts * EXPECTED_OVERHEAD_S_PER_PROMPT
@@ -422,7 +422,7 @@ def run_study(plan: StudyPlan, folder: Path, until_s: float | None, keep_server:
     if dry_run:
         for run in order:
             state = "todo" if run in todo else "done"
-            say(f"  {run.index:3d} round {run.round} {run.arm.tag} seed {run.seed} "
+            say(f"  {run.index:3d} round {run.round} {run.arm.tag} seed {run.seed} {run.num_prompts} prompts "
                 f"{run.file_name}: {state}")
         return 0
     if not todo:

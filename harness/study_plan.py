@@ -98,8 +98,8 @@ class LoadSpec:
     range_ratio: float = 0.0  # input lengths uniform in [1-R, 1+R] x input_len
     burstiness: float = 1.0  # 1: Poisson arrivals
     rate_from: RateFrom | None = None  # the rate, from a capacity measured on this machine
-    # With rate_from: num_prompts is raised (in hundreds) to give at least this many seconds of
-    # arrivals at the resolved rate, since a faster machine gets a higher rate.
+    # With rate_from: a run's prompts are raised (in hundreds) from num_prompts to give at least this
+    # many seconds of arrivals at its resolved rate, since a faster machine gets a higher rate.
     min_arrival_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -132,6 +132,13 @@ class LoadSpec:
         if self.min_arrival_s is not None and (self.rate_from is None or self.min_arrival_s <= 0):
             raise ValueError("load.min_arrival_s: a positive number of seconds, with load.rate_from (at a "
                              "fixed rate, num_prompts says it)")
+
+    def prompts_at(self, rate: float | None) -> int:
+        """The prompts of a run at ``rate``: ``num_prompts``, raised in hundreds to ``min_arrival_s``
+        of arrivals where that is set (each run its own: a sweep's slower rates need no more)."""
+        if self.min_arrival_s is None or rate is None:
+            return self.num_prompts
+        return max(self.num_prompts, math.ceil(rate * self.min_arrival_s / 100) * 100)
 
     def mean_output_len(self) -> float:
         """A request's expected output tokens: ``output_len``, or the heavy load's distribution mean;
@@ -197,7 +204,8 @@ class Arm:
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """Run ``index`` (1-based) of the study's order: its round, arm, repetition and seed."""
+    """Run ``index`` (1-based) of the study's order: its round, arm, repetition, seed, rate and
+    prompts (``LoadSpec.prompts_at``: a run at a faster rate may need more of them)."""
 
     index: int
     round: int
@@ -205,6 +213,7 @@ class PlannedRun:
     repeat: int
     seed: int
     rate: float | None  # req/s; None: all at once (inf)
+    num_prompts: int
 
     @property
     def rate_label(self) -> str:
@@ -314,8 +323,8 @@ class StudyPlan:
         for r, arms in enumerate(rounds, 1):
             for arm in arms:
                 index += 1
-                runs.append(PlannedRun(index, r, arm, r, self.seed + index,
-                                       self.load.rate if arm.rate is None else arm.rate))
+                rate = self.load.rate if arm.rate is None else arm.rate
+                runs.append(PlannedRun(index, r, arm, r, self.seed + index, rate, self.load.prompts_at(rate)))
         return runs
 
 
@@ -323,8 +332,8 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     """The plan with its load's rate taken from ``load.rate_from`` on this machine; the plan as it is
     without one, or once resolved (a study file holds the rate its runs used). Fails when the folder
     holds no capacity run from this machine: that study runs first, in the same sitting. With
-    ``load.min_arrival_s``, the number of prompts grows to that many seconds at the rate. A study
-    already begun keeps the rate and prompts its study file records."""
+    ``load.min_arrival_s``, each run's prompts grow to that many seconds at its rate (``order``). A
+    study already begun keeps the rates and prompts its study file records."""
     source, load = plan.load.rate_from, plan.load
     if source is None or load.rate is not None:
         return plan
@@ -359,12 +368,7 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     rate = round(source.share * per_share, 1)
     arms = tuple(replace(arm, rate=round(arm.rate_share * per_share, 1)) if arm.rate_share is not None else arm
                  for arm in plan.arms)
-    resolved = replace(plan, load=replace(load, rate=rate), arms=arms)
-    prompts = load.num_prompts
-    if load.min_arrival_s is not None:  # every run at least that long: the fastest sets the prompts
-        fastest = max(run.rate for run in resolved.order() if run.rate is not None)
-        prompts = max(prompts, math.ceil(fastest * load.min_arrival_s / 100) * 100)
-    return replace(resolved, load=replace(resolved.load, num_prompts=prompts))
+    return replace(plan, load=replace(load, rate=rate), arms=arms)
 
 
 def source_dataset(folder: Path) -> str | None:
