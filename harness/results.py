@@ -46,6 +46,7 @@ WHOLE_REQUESTS = "requests token by token (%)"  # share of kept requests with on
 LATE_GAPS = "gaps under 0.1 ms (%)"  # tokens read back to back: late, though in their own chunks
 SLO_COLUMNS = ("attainment", "goodput (req/s)")
 COMPLETED = "completed (req/s)"  # requests completed per second, beside the offered rate
+STEP_MS = "mean step (ms)"  # the client's whole run over the scheduler's steps in it, idle steps too
 PACE = "output pace"  # output emitted / output offered over the arrival window: below 1, overload
 # Attainment of the requests arriving in each third of a run's window: the steady-state check
 THIRDS = ("first third attainment", "middle third attainment", "last third attainment")
@@ -271,6 +272,14 @@ def prefill_chunk(counts: dict[str, Any]) -> float | None:
     return tokens["prefill"] / with_prefill if with_prefill and "prefill" in tokens else None
 
 
+def step_ms(run: Run) -> float | None:
+    """The run's mean step: the client's duration over the steps the scheduler counted in that
+    run; None where either is missing (files that predate the counts)."""
+    steps = ((run.engine.get("scheduler_counts_this_run") or {}).get("steps") or {}).get("total")
+    duration = run.client.get("duration")
+    return 1000 * duration / steps if steps and duration else None
+
+
 def run_rows(loaded: list[Run]) -> pd.DataFrame:
     """One row per run: what was run (setting, strategy, workload, rate, budget), the summary's
     latencies and throughput, SLO attainment and goodput recomputed from the per-request data,
@@ -313,6 +322,9 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "mixed steps": (counts.get("steps") or {}).get("mixed"),
             "fallback steps": (counts.get("policy") or {}).get("fallback_steps"),
             "peak running": (engine.get("metrics") or {}).get("peak_num_requests_running"),
+            "peak waiting": (engine.get("metrics") or {}).get("peak_num_requests_waiting"),
+            "running cap": cfg.server_params.get("max_num_seqs"),
+            STEP_MS: step_ms(run),
             PREFILL_CHUNK: prefill_chunk(counts),
             "offered (tok/s)": cfg.offered_tok_s,
             "budget set": "by the flag" if budget == cfg.budget_flag else "at run time",

@@ -271,12 +271,51 @@ def attainment_rows(runs: list[Run], slos: tuple[str, ...] = SCREEN_SLOS) -> pd.
                                                  kind="stable")
 
 
+def capacity_bounds(cap: float, lowest: float, highest: float) -> tuple[float, float]:
+    """The range a capacity read from one grid can lie in: the crossing itself; from the top rate up
+    where every rate met the SLO (``slo_capacity`` returned the top rate); from 0 to the lowest rate
+    where none did (NaN)."""
+    if np.isnan(cap):
+        return 0.0, lowest
+    return (cap, np.inf) if cap == highest else (cap, cap)
+
+
+def ratio_bound(own: tuple[float, float], base: tuple[float, float]) -> tuple[float, str]:
+    """A strategy's capacity over the default's from their ranges: exact (``""``), a lower bound
+    (``"at least"``: the default under its grid or the strategy over its), an upper bound (``"at
+    most"``: the default over its grid or the strategy under its), or NaN where the ranges leave
+    the ratio open (both over, or both under, their grids)."""
+    low, high = own[0] / base[1], own[1] / base[0] if base[0] else np.inf
+    if low == high:
+        return low, ""
+    if low > 0 and np.isinf(high):
+        return low, "at least"
+    if low == 0 and np.isfinite(high):
+        return high, "at most"
+    return np.nan, ""
+
+
+def ratio_draws(own: np.ndarray, base: np.ndarray, own_span: tuple[float, float],
+                base_span: tuple[float, float], bound: str) -> np.ndarray:
+    """The bootstrap draws of a capacity ratio. A draw under its grid (NaN) stands at its lowest
+    rate where that gives the bound's side: the default's for a lower bound, the strategy's for an
+    upper one; with the ratio open every draw is NaN."""
+    if np.isnan(ratio_bound(own_span, base_span)[0]):
+        return np.full(len(own), np.nan)
+    if bound == "at least":
+        base = np.where(np.isnan(base), base_span[1], base)
+    elif bound == "at most":
+        own = np.where(np.isnan(own), own_span[1], own)
+    return own / base
+
+
 def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) -> pd.DataFrame:
     """SLO capacity per SLO pair, workload and strategy (of the runs' mean attainment) with a
     bootstrap interval, and its ratio to the default's with one. ``paired``: every group resampled
     with the same generator, so run k of one strategy is drawn with run k of the default (replays
-    of one residual seed); GPU runs share nothing, so each group draws on its own. A default that
-    meets the SLO at no rate of its grid gives a bound: the ratio to its lowest rate (``'>'``)."""
+    of one residual seed); GPU runs share nothing, so each group draws on its own. A capacity
+    outside its grid makes the ratio a bound (``bound``: "at least", "at most", see
+    ``ratio_bound``); its draws divide by the grid rate that bounds it."""
     keys = ["slo", "workload", "strategy"]
     mean = att.groupby([*keys, "rate"], sort=False)["attainment"].mean().reset_index()
     caps = mean.groupby(keys, sort=False).apply(lambda g: slo_capacity(g["rate"], g["attainment"])
@@ -288,21 +327,24 @@ def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) ->
     caps["text"] = [f"<{grid.loc[tuple(k), 'min']:.0f}" if np.isnan(c) else
                     (f">={c:.0f}" if c == grid.loc[tuple(k), "max"] else f"{c:.1f}")
                     for c, k in zip(caps["capacity"], caps[keys].values)]  # outside the grid: a bound
-    base_cap = caps[caps["strategy"] == "default"].set_index(["slo", "workload"])["capacity"]
-    ratios, points, bound = [], [], []
-    for (slo, w, st), cap in zip(caps[keys].values, caps["capacity"]):
-        base, below = boot.get((slo, w, "default")), False
-        if base is None:
-            ratios.append(np.array([np.nan]))
-            points.append(np.nan)
+    span = {tuple(k): capacity_bounds(c, *grid.loc[tuple(k), ["min", "max"]])
+            for c, k in zip(caps["capacity"], caps[keys].values)}
+    cap_of = dict(zip(map(tuple, caps[keys].values), caps["capacity"]))
+    ratios, points, bounds = [], [], []
+    for slo, w, st in caps[keys].values:
+        own, base = (slo, w, st), (slo, w, "default")
+        if base not in boot:
+            point, bound, draws_ = np.nan, "", np.array([np.nan])
+        elif own == base:  # the default against itself: 1 wherever it has a capacity
+            point, bound, draws_ = cap_of[own] / cap_of[own], "", boot[own] / boot[own]
         else:
-            below = bool(np.isnan(base).all()) and st != "default"
-            lowest = grid.loc[(slo, w, "default"), "min"]  # a default under its grid: a lower bound
-            ratios.append(boot[(slo, w, st)] / (lowest if below else base))
-            points.append(cap / (lowest if below else base_cap[(slo, w)]))
-        bound.append(below)
+            point, bound = ratio_bound(span[own], span[base])
+            draws_ = ratio_draws(boot[own], boot[base], span[own], span[base], bound)
+        points.append(point)
+        bounds.append(bound)
+        ratios.append(draws_)
     caps["vs default"] = points
-    caps["bound"] = bound
+    caps["bound"] = bounds
     caps["ratio interval"] = [interval_text(r, 2, "x") for r in ratios]
     caps["ratio low"] = [np.nan if np.isnan(r).any() else np.percentile(r, 2.5) for r in ratios]
     return caps

@@ -44,6 +44,9 @@ def _rate_order(rate: str) -> float:
     return float("inf") if rate == "inf" else float(rate)
 
 
+PLAN_ONLY = ("planned_runs", "capacity_from", "capacity_rate")  # what only a study plan's record holds
+
+
 @dataclass(frozen=True)
 class Study:
     """What one results folder holds: how it was made (``kind``), the report group it belongs to
@@ -65,6 +68,8 @@ class Study:
     replays_of: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
     planned_runs: int | None = None  # a study plan's runs, done or not (None: a sweep's or replays')
+    capacity_from: str | None = None  # the folder whose rate-inf throughput set a plan's rates (load.rate_from)
+    capacity_rate: float | None = None  # that throughput in req/s (share 1), as the plan resolved it
 
     def __post_init__(self) -> None:
         bad = ([f"kind {self.kind!r} not in {KINDS}"] * (self.kind not in KINDS)
@@ -74,9 +79,9 @@ class Study:
             raise StudyFileError("; ".join(bad))
 
     def to_dict(self) -> dict[str, Any]:
-        """As a study file holds it; a sweep's or replays' (no plan) writes no ``planned_runs``."""
+        """As a study file holds it; a sweep's or replays' (no plan) writes none of ``PLAN_ONLY``."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
-                if not (k == "planned_runs" and v is None)}
+                if not (k in PLAN_ONLY and v is None)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Study:
@@ -99,7 +104,10 @@ class Study:
                    tuple(dict.fromkeys(run.rate_label for run in plan.order())), tuple(sorted(set(runs.values()))),
                    hosts=tuple(dict.fromkeys(h["machine_boot_id"] for h in record.get("hosts", [])
                                              if h.get("machine_boot_id"))),
-                   planned_runs=len(plan.order()))
+                   planned_runs=len(plan.order()),
+                   capacity_from=plan.load.rate_from.results_folder if plan.load.rate_from else None,
+                   capacity_rate=(round(plan.load.rate / plan.load.rate_from.share, 1)
+                                  if plan.load.rate_from and plan.load.rate is not None else None))
 
     @classmethod
     def from_runs(cls, folder: Path, question: str, roles: tuple[str, ...] = (),

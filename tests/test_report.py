@@ -87,6 +87,7 @@ def test_report_from_the_committed_results(tmp_path):
     assert "These runs are shown, not compared" in lift  # two clients started seconds apart
     # Below saturation (Poisson rates, Task 2 and Task 3 alike) the same count, from the files.
     below = [r["frontend"] for r in runs if r["config"]["rate"] not in ("inf", None)
+             and r["config"]["task"] in ("task2", "task3")  # the line counts Task 2 and Task 3 runs
              and r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
     assert f"kept up in {sum(not f['lagged'] for f in below)} of {len(below)} runs" in lift
 
@@ -836,3 +837,77 @@ def test_the_held_out_goals_apply_below_the_pace_and_where_throughput_is_the_pac
     assert heavy["goal applies"].all()  # every run there fell behind (section 6's transient note)
     text = render_markdown(replay.replay_section(res, rules.replay_validation(res)))
     assert "Held-out goals, where they apply" in text and "goal 90%" in text
+
+
+STEADY = "slo_api-4_heavy_steady"  # the steady-state sweep on an H100: default at 65.9/76.3, F (W = 5 s) at 76.3/86.7
+
+
+@pytest.mark.parametrize("own, base, expected", [
+    ((80.0, 80.0), (60.0, 60.0), (80 / 60, "")),  # both crossed inside their grids
+    ((66.0, 66.0), (0.0, 60.0), (1.1, "at least")),  # the default under its grid: divide by its lowest rate
+    ((76.0, np.inf), (60.0, 60.0), (76 / 60, "at least")),  # the strategy met the SLO at every rate
+    ((79.9, 79.9), (76.3, np.inf), (79.9 / 76.3, "at most")),  # the default met it at every rate
+    ((0.0, 76.3), (76.3, np.inf), (1.0, "at most")),  # the strategy under its grid, the default over its
+    ((0.0, 76.3), (60.0, 60.0), (76.3 / 60, "at most")),
+    ((76.0, np.inf), (76.3, np.inf), (np.nan, "")),  # both over: open
+    ((0.0, 60.0), (0.0, 60.0), (np.nan, "")),  # both under: open
+])
+def test_a_capacity_ratio_is_exact_or_a_bound_on_the_side_the_grids_leave_open(own, base, expected):
+    value, bound = rules.ratio_bound(own, base)
+    assert bound == expected[1]
+    assert (np.isnan(value) and np.isnan(expected[0])) or value == pytest.approx(expected[0])
+
+
+def test_a_default_over_its_grid_makes_the_ratio_an_upper_bound():
+    """Where every rate the default ran met the SLO its capacity lies higher, so a strategy that
+    crossed inside its own grid has at most its capacity over the default's top rate, and one under
+    its grid at most its lowest rate over it; the report says which, not 'both under their grids'."""
+    att = pd.DataFrame({"slo": "s", "workload": "w", "run": [1, 2, 3] * 6,
+                        "strategy": ["default"] * 6 + ["mine"] * 6 + ["late"] * 6,
+                        "rate": ([50.0] * 3 + [60.0] * 3) * 3,
+                        "attainment": [1.0] * 6 + [0.95, 0.95, 0.95, 0.8, 0.85, 0.9] + [0.8] * 6})
+    caps = rules.capacity_table(att, 400, paired=False).set_index("strategy")
+    assert caps.loc["default", "text"] == ">=60" and caps.loc["default", "vs default"] == 1.0
+    mine, late = caps.loc["mine"], caps.loc["late"]
+    assert mine["bound"] == "at most" and mine["vs default"] == pytest.approx(mine["capacity"] / 60)
+    assert late["text"] == "<50" and late["bound"] == "at most" and late["vs default"] == pytest.approx(50 / 60)
+    text = slo.capacity_fact({**mine.to_dict(), "strategy": "mine"}, caps.reset_index())
+    assert "at most 0.92x" in text and "an upper bound, the default met the SLO at every rate it ran" in text
+    assert "short of" in text and "both under" not in text
+
+
+def test_the_steady_sweep_reads_as_measured():
+    """The committed steady-state sweep, from its run files: the rates are shares of the rate-inf
+    throughput its capacity folder measured just before (over the heavy load's mean output length);
+    the default met the lab's pair at every rate, so F's ratio is an upper bound; where F met the
+    SLO for fewer requests, the report sets its engine's queue beside the default's, counted here
+    straight from each run's /metrics peaks."""
+    res = layer.Results.load(RESULTS)
+    study = res.studies[STEADY]
+    plan = json.loads((RESULTS / STEADY / "study.json").read_text())["plan"]
+    capacity = statistics.median(read_json(p)["summary"]["output_throughput_tok_s"]
+                                 for p in (RESULTS / study.capacity_from).glob("*_run-*.json"))
+    from harness.workloads import HEAVY
+    assert study.capacity_from == plan["load"]["rate_from"]["results_folder"]
+    assert study.capacity_rate == round(capacity / HEAVY.mean_output_len(), 1) == plan["load"]["rate"]
+    sweep = slo.slo_sweeps(res)[STEADY]
+    caps = sweep.caps[sweep.caps["slo"] == "ttft:500 tpot:50"].set_index("strategy")
+    (variant,) = set(caps.index) - {"default"}  # F with its wait bound
+    assert caps.loc["default", "text"].startswith(">=") and caps.loc[variant, "bound"] == "at most"
+    peaks: dict[str, list[bool]] = {}
+    for path in sorted((RESULTS / STEADY).glob("*rate-76.3_run-*.json")):
+        record = read_json(path)
+        peaks.setdefault(record["config"]["scheduler"], []).append(
+            record["engine"]["metrics"]["peak_num_requests_running"] >= record["config"]["server_params"]["max_num_seqs"])
+    fact = slo.engine_fact(sweep.rows)
+    assert f"in {sum(peaks['sjf-ontime'])} of 3 runs against {sum(peaks['default'])} of 3" in fact
+    assert "at 76.3 req/s, where Strategy F" in slo.tail_fact(sweep.rows) and "for fewer requests" in fact
+    anchor = slo.anchor_fact(sweep.rows, study)
+    assert f"shares of {study.capacity_rate:g} req/s" in anchor and "vLLM V1 default in 3 of 3" in anchor
+
+
+def test_a_sweep_study_file_holds_no_plan_only_keys(tmp_path):
+    """A sweep's study file says nothing of a plan's capacity; a plan's record gives it back."""
+    study = Study.from_runs(RESULTS / HEAVY, "q")
+    assert not set(study.to_dict()) & {"planned_runs", "capacity_from", "capacity_rate"}
+    assert layer.Results.load(RESULTS).studies[HEAVY].capacity_from is None

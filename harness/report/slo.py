@@ -8,13 +8,14 @@ attainment and Pareto figures instead of point by point.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
-from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL, PACE, THIRDS,
+from harness.study_file import Study
+from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL, PACE, STEP_MS, THIRDS,
                              Results, point_table, provenance_line, shown, sitting_text, span_text, strategy_label)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS,
                            CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
@@ -60,17 +61,25 @@ def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.Dat
     return (att, att) if att.empty else (att, capacity_table(att, draws, paired=True))
 
 
+def ratio_cell(value: float, bound: str) -> str:
+    """A capacity ratio in a table cell: '>=' for a lower bound, '<=' for an upper one."""
+    return "n/a" if np.isnan(value) else f"{BOUND_SIGN[bound]}{value:.2f}x"
+
+
+BOUND_SIGN = {"": "", "at least": ">=", "at most": "<="}
+
+
 def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[Block]:
     if caps.empty:
         return []
     wide = attainment_grid(att, ["slo", "workload", "strategy"])
     shown_caps = caps.assign(strategy=caps["strategy"].map(strategy_label), capacity=caps["text"],
-                             **{"vs default": caps["vs default"].map(lambda v: "n/a" if np.isnan(v) else f"{v:.2f}x")}
+                             **{"vs default": [ratio_cell(v, b) for v, b in zip(caps["vs default"], caps["bound"])]}
                              ).drop(columns=["text", "ratio low", "bound"])
     fixed = caps[caps["workload"] == "fixed"].set_index(["slo", "strategy"])
     ours = caps[caps["strategy"] != "default"]
     best = ours.groupby("strategy")["vs default"].max()
-    gaining = ours[ours["vs default"] >= 1.05]
+    gaining = ours[(ours["vs default"] >= 1.05) & (ours["bound"] != "at most")]
     gain = "; ".join(f"{strategy_label(s)} at {len(g)} of {len(ours[ours['strategy'] == s])} pairs and loads"
                      for s, g in gaining.groupby("strategy", sort=False))
     capped = ours[ours["text"].str.startswith(">=")]  # met at the grid's top rate: a lower bound
@@ -201,9 +210,9 @@ def wait_bound_screen_section(res: Results) -> list[Block]:
                  f"model of section 6b): {runs[0].config.num_prompts} requests each of the bursty heavy-tailed load, "
                  "each run its own arrival seed and workload draw, under the lab's pair. Strategy F admits the "
                  "requests that can still meet the TTFT target first and the late ones after; with a wait bound W "
-                 "(`wait_bound_s`) a request that has waited W goes ahead of all, oldest first. The GPU study "
-                 "`experiments/slo_heavy_steady.json` measures the default against F with a bound, below and at "
-                 "the engine's pace; the screen's pace is the fitted host's."),
+                 "(`wait_bound_s`) a request that has waited W goes ahead of all, oldest first. The GPU studies "
+                 "`experiments/slo_heavy_steady*.json` measure the default against F with a bound on this load "
+                 "(GPU runs above, each with its machine); the screen's pace is the fitted host's."),
             table(shown_rows), bullets(facts)]
 
 
@@ -248,20 +257,26 @@ def run_trends(rows: pd.DataFrame) -> pd.Series:
     return pd.Series([steady_trend(list(t)) for t in rows[list(THIRDS)].itertuples(index=False)], index=rows.index)
 
 
-def steady_fact(rows: pd.DataFrame) -> str:
-    """Which points reached steady state: every run's engine kept pace with its arrivals (not
-    ``overloaded``) and its last third of arrivals met the SLO as often as its middle third (within
-    ``STEADY_DRIFT``). A point where the queue grew all along can read "settled" at 0%: it counts
-    as overload. ``rows``: one per run, with "label", "rate" (a number), "trend" and "overload"."""
+def steady_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (label, rate) point of runs with a known trend: ``settled`` (every run's last third met
+    the SLO as often as its middle third, within ``STEADY_DRIFT``), ``overload`` (any run
+    ``overloaded``) and ``steady`` (settled, no overload). A point where the queue grew all along can
+    read "settled" at 0%: it counts as overload. ``rows``: one per run, with "label", "rate" (a
+    number), "trend" and "overload"."""
     known = rows[rows["trend"].notna()]
     points = known.groupby(["label", "rate"], sort=False).agg(
         settled=("trend", lambda t: (t == "settled").all()), overload=("overload", "any"))
-    steady = points["settled"] & ~points["overload"]
+    return points.assign(steady=points["settled"] & ~points["overload"])
+
+
+def steady_fact(rows: pd.DataFrame) -> str:
+    """Which points reached steady state (``steady_points``) and why the others did not."""
+    points = steady_points(rows)
     why = [f"{label} at {rate:g} req/s ({'overload' if r['overload'] else 'attainment still moving'})"
-           for (label, rate), r in points[~steady].iterrows()]
+           for (label, rate), r in points[~points["steady"]].iterrows()]
     return (f"Steady state (in every run the engine kept pace with the arrivals, output pace at least "
             f"{1 - OVERLOAD_SHORTFALL:.2f}, and the last third of arrivals met the SLO "
-            f"within {STEADY_DRIFT * 100:.0f} points as often as its middle third): {int(steady.sum())} of "
+            f"within {STEADY_DRIFT * 100:.0f} points as often as its middle third): {int(points['steady'].sum())} of "
             f"{len(points)} points. " + (f"Not steady: {'; '.join(why)}. The attainment of such a run depends on "
                                          "its length: a longer run reads lower where the queue grows." if why else ""))
 
@@ -341,6 +356,31 @@ def attainment_ratio_text(att: pd.DataFrame, strategy: str, rate: float, draws: 
                                     "rate; the capacity ratio is the fair one" if base.mean() < 0.9 else ""))
 
 
+def ratio_text(r: dict[str, Any], base_text: str) -> str:
+    """A capacity ratio as the grids allow it: exact, a bound with the side the missing grid would
+    settle, or no ratio; and whether it meets ``CAPACITY_BAR``, misses it or leaves it open."""
+    if np.isnan(r["vs default"]):
+        over = base_text.startswith(">=")
+        return (": both over their grids, no ratio: each met the SLO at every rate it ran" if over else
+                ": both under their grids, no ratio")
+    value, interval = r["vs default"], r["ratio interval"]
+    met = value >= 1.2 and r["ratio low"] > 1.0  # CAPACITY_BAR
+    if not r["bound"]:
+        return f": {value:.2f}x (95% interval {interval}), {'meeting' if met else 'short of'} {CAPACITY_BAR}"
+    default_side = base_text.startswith("<") if r["bound"] == "at least" else base_text.startswith(">=")
+    why, widen = {("at least", True): ("the default met the SLO at none of its rates", "its grid goes lower"),
+                  ("at least", False): ("the strategy met the SLO at every rate it ran", "the strategy's grid goes higher"),
+                  ("at most", True): ("the default met the SLO at every rate it ran", "its grid goes higher"),
+                  ("at most", False): ("the strategy met the SLO at none of its rates", "the strategy's grid goes lower"),
+                  }[(r["bound"], default_side)]
+    settled = met if r["bound"] == "at least" else value < 1.2
+    verdict = ("meeting" if met else "short of") + f" {CAPACITY_BAR}"
+    return (f": {r['bound']} {value:.2f}x (95% interval {interval}; "
+            + ("an upper" if r["bound"] == "at most" else "a lower") + f" bound, {why}"
+            + (f"), {verdict}" if settled else
+               f", so whether the ratio reaches {CAPACITY_BAR} is open until {widen})"))
+
+
 def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | None = None) -> str:
     """One strategy's capacity against the default's under one SLO pair, with intervals, whether it
     meets ``CAPACITY_BAR``, and, given the runs' attainment ``att``, the attainment ratio at the
@@ -348,15 +388,7 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | Non
     base = caps[(caps["slo"] == r["slo"]) & (caps["workload"] == r["workload"]) & (caps["strategy"] == "default")]
     head = (f"{strategy_label(r['strategy'])}, SLO `{r['slo']}`: capacity {r['text']} req/s (95% interval "
             f"{r['95% interval']}) against the default's {base['text'].iloc[0]} req/s")
-    if np.isnan(r["vs default"]):
-        head += ": both under their grids, no ratio"
-    else:
-        met = r["vs default"] >= 1.2 and r["ratio low"] > 1.0  # CAPACITY_BAR
-        head += (f": {'at least ' * r['bound']}{r['vs default']:.2f}x (95% interval {r['ratio interval']}"
-                 + ("; a lower bound, the default met the SLO at none of its rates, so whether the ratio "
-                    f"reaches {CAPACITY_BAR} is open until its grid goes lower)"
-                    if r["bound"] and not met else
-                    f"), {'meeting' if met else 'short of'} {CAPACITY_BAR}"))
+    head += ratio_text(r, base["text"].iloc[0])
     if att is None:
         return head + "."
     mine = att[(att["slo"] == r["slo"]) & (att["workload"] == r["workload"])]
@@ -416,25 +448,62 @@ def tail_table(rows: pd.DataFrame) -> pd.DataFrame:
         lambda v: float(v) if c.name == "rate" else v), kind="stable")
 
 
-def tail_fact(rows: pd.DataFrame) -> str | None:
-    """Where a strategy's attainment (median of runs) is above the default's at a rate: what its
-    longest tenth of prompts got there, beside the default's."""
-    med = rows.groupby(["strategy", "rate"])[list(TAIL)].median()
-    facts = []
+def differing_rates(rows: pd.DataFrame, column: str = "attainment") -> Iterator[tuple[str, str, list[str]]]:
+    """For each strategy other than the default: the rates both ran where its median ``column``
+    over the runs is above the default's (``"more"``) and where it is below (``"fewer"``)."""
+    med = rows.groupby(["strategy", "rate"])[column].median()
     for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
-        rates = [r for (s, r) in med.index if s == name and ("default", r) in med.index
-                 and med.at[(s, r), "attainment"] > med.at[("default", r), "attainment"]]
-        if not rates:
-            continue
+        shared = [r for (s, r) in med.index if s == name and ("default", r) in med.index]
+        for side, better in (("more", True), ("fewer", False)):
+            rates = [r for r in shared if (med[(name, r)] > med[("default", r)]) == better
+                     and med[(name, r)] != med[("default", r)]]
+            if rates:
+                yield name, side, sorted(rates, key=float)
+
+
+def tail_fact(rows: pd.DataFrame) -> str | None:
+    """Where a strategy's attainment (median of runs) is above or below the default's at a rate:
+    what its longest tenth of prompts got there, beside the default's."""
+    facts = []
+    for name, side, rates in differing_rates(rows):
         own = rows[(rows["strategy"] == name) & rows["rate"].isin(rates)]
         base = rows[(rows["strategy"] == "default") & rows["rate"].isin(rates)]
-        facts.append(f"at {' and '.join(sorted(rates, key=float))} req/s, where {strategy_label(name)} meets the "
-                     f"SLO for more requests than the default, its longest tenth of prompts met it in "
+        facts.append(f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the "
+                     f"SLO for {side} requests than the default, its longest tenth of prompts met it in "
                      f"{span_text(own['longest decile attainment'] * 100, 0)}% of cases (range over runs) against "
                      f"the default's {span_text(base['longest decile attainment'] * 100, 0)}%, and their longest "
                      f"wait for a first token was {span_text(own['longest decile TTFT max (ms)'] / 1000, 1)} s "
                      f"against {span_text(base['longest decile TTFT max (ms)'] / 1000, 1)} s")
     return ("The tail (table below, every run): " + "; ".join(facts) + ".") if facts else None
+
+
+def engine_fact(rows: pd.DataFrame) -> str | None:
+    """Where a strategy meets the SLO for fewer requests than the default at a rate both ran: how
+    its engine fared there beside the default's, from each run's own readings (queues from the
+    /metrics poll, the mean step from the scheduler's step count): whether the queue grew under one
+    order and not the other, and what a step cost. None without such a rate or those readings."""
+    if rows[["peak running", "peak waiting", STEP_MS]].isna().any(axis=None):
+        return None
+    facts = []
+    for name, side, rates in differing_rates(rows):
+        if side != "fewer":
+            continue
+        own = rows[(rows["strategy"] == name) & rows["rate"].isin(rates)]
+        base = rows[(rows["strategy"] == "default") & rows["rate"].isin(rates)]
+
+        def capped(g: pd.DataFrame) -> str:
+            return f"{int((g['peak running'] >= g['running cap']).sum())} of {len(g)}"
+        facts.append(
+            f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the SLO for fewer requests than "
+            f"the default, its running set reached the cap ({span_text(own['running cap'], 0)} sequences) in "
+            f"{capped(own)} runs against {capped(base)}, its waiting queue peaked at "
+            f"{span_text(own['peak waiting'], 0)} requests against {span_text(base['peak waiting'], 0)}, and a "
+            f"step took {span_text(own[STEP_MS], 1)} ms on average against {span_text(base[STEP_MS], 1)}, with "
+            f"the engine core at {span_text(own[ENGINE_CORES], 2)} of a core against "
+            f"{span_text(base[ENGINE_CORES], 2)}")
+    return ("The engine (every run; queues from the /metrics poll every 2 s, the mean step over the run's "
+            "scheduler steps): " + "; ".join(facts) + ". The same offered load left a longer queue and slower "
+            "steps under this order; which came first, these readings do not show.") if facts else None
 
 
 def transient_note(rows: pd.DataFrame) -> str | None:
@@ -448,14 +517,45 @@ def transient_note(rows: pd.DataFrame) -> str | None:
             "capacity read from them is not a steady-state one.")
 
 
-def gpu_steady_fact(rows: pd.DataFrame) -> str | None:
-    """The steady-state check over a GPU sweep's runs; None for runs that predate it."""
+def gpu_trend_rows(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """A GPU sweep's runs in the form ``steady_points`` reads; None for runs that predate the check."""
     trends = run_trends(rows)
     if trends.isna().all():
         return None
+    return pd.DataFrame({"label": rows["strategy"].map(strategy_label), "rate": rows["rate"].astype(float),
+                         "trend": trends, "overload": rows[PACE].map(overloaded)})
+
+
+def gpu_steady_fact(rows: pd.DataFrame) -> str | None:
+    """The steady-state check over a GPU sweep's runs; None for runs that predate it."""
+    trend_rows = gpu_trend_rows(rows)
+    return None if trend_rows is None else steady_fact(trend_rows)
+
+
+def steady_count(rows: pd.DataFrame) -> str | None:
+    """How many of a GPU sweep's points reached steady state, for the summary; None before the check."""
+    trend_rows = gpu_trend_rows(rows)
+    if trend_rows is None:
+        return None
+    points = steady_points(trend_rows)
+    return f"{int(points['steady'].sum())} of {len(points)} points in steady state (section 6)"
+
+
+def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
+    """Where a sweep's rates are shares of a rate-inf throughput measured just before
+    (``load.rate_from``): that figure, and the runs above it that kept pace, which show that a
+    burst sent all at once reads less than the engine sustains on the load. None for a fixed grid."""
+    if study.capacity_from is None or study.capacity_rate is None:
+        return None
     rates = rows["rate"].astype(float)
-    return steady_fact(pd.DataFrame({"label": rows["strategy"].map(strategy_label), "rate": rates, "trend": trends,
-                                     "overload": rows[PACE].map(overloaded)}))
+    above = rows[(rates > study.capacity_rate) & ~rows[PACE].map(overloaded)]
+    kept = "; ".join(f"{strategy_label(name)} in {len(g)} of {int(((rows['strategy'] == name) & (rates > study.capacity_rate)).sum())} "
+                     f"(completing {span_text(g[COMPLETED], 1)} req/s)" for name, g in above.groupby("strategy", sort=False))
+    return (f"Rates are shares of {study.capacity_rate:g} req/s, the rate-inf throughput that `{study.capacity_from}` "
+            "measured just before on the same server, in requests at the load's mean output length"
+            + (f". Above it, runs kept pace (output pace at least {1 - OVERLOAD_SHORTFALL:.2f}): {kept}: that throughput, "
+               "every prompt sent at once, anchors the grid and is not the most the engine sustains on this "
+               "load." if kept else "."))
 
 
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
@@ -467,7 +567,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps
         workloads = sorted(set(rows["workload"]))
         wide = attainment_grid(att, ["slo", "strategy"])
-        facts = ([t for t in [transient_note(rows)] if t]
+        facts = ([t for t in [transient_note(rows), anchor_fact(rows, res.studies[folder])] if t]
                  + [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
                  + [price_fact(rows, caps)] if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
@@ -488,7 +588,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                    table(wide), table(shown(point, (BUDGET, "attainment", "goodput (req/s)", *CORES)), place="appendix"),
                    image(res.folder, f"{folder}_attainment_goodput.png", "attainment and goodput vs rate, every run"),
                    image(res.folder, f"{folder}_pareto.png", "P99 TTFT against P99 ITL, one point per strategy and rate"),
-                   bullets(facts + [t for t in [tail_fact(rows), gpu_steady_fact(rows)] if t]),
+                   bullets(facts + [t for t in [tail_fact(rows), engine_fact(rows), gpu_steady_fact(rows)] if t]),
                    table(tail_table(rows))]
     if blocks:
         blocks.insert(0, heading("GPU runs: SLO capacity with intervals", 3))
