@@ -895,12 +895,16 @@ def test_the_steady_sweep_reads_as_measured():
     (variant,) = set(caps.index) - {"default"}  # F with its wait bound
     assert caps.loc["default", "text"].startswith(">=") and caps.loc[variant, "bound"] == "at most"
     peaks: dict[str, list[bool]] = {}
+    offered: dict[str, list[float]] = {}
     for path in sorted((RESULTS / STEADY).glob("*rate-76.3_run-*.json")):
         record = read_json(path)
         peaks.setdefault(record["config"]["scheduler"], []).append(
             record["engine"]["metrics"]["peak_num_requests_running"] >= record["config"]["server_params"]["max_num_seqs"])
+        offered.setdefault(record["config"]["scheduler"], []).append(record["summary"]["output_pace"]["offered_tok_s"])
     fact = slo.engine_fact(sweep.rows)
     assert f"in {sum(peaks['sjf-ontime'])} of 3 runs against {sum(peaks['default'])} of 3" in fact
+    f_draws, d_draws = (f"{min(offered[s]):.0f}-{max(offered[s]):.0f}" for s in ("sjf-ontime", "default"))
+    assert f"on draws asking for {f_draws} output tok/s over the arrival window against {d_draws}" in fact
     assert "at 76.3 req/s, where Strategy F" in slo.tail_fact(sweep.rows) and "for fewer requests" in fact
     anchor = slo.anchor_fact(sweep.rows, study)
     assert f"shares of {study.capacity_rate:g} req/s" in anchor and "vLLM V1 default in 3 of 3" in anchor

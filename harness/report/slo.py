@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
-from harness.study_file import Study
-from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL, PACE, STEP_MS, THIRDS,
-                             Results, point_table, provenance_line, shown, sitting_text, span_text, strategy_label)
+from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL, OFFERED_OUTPUT,
+                             PACE, STEP_MS, THIRDS, Results, point_table, provenance_line, shown, sitting_text, span_text,
+                             strategy_label)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS,
                            CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
                            steady_trend, third_change)
 from harness.report.text import lag_sentence, no_results
+from harness.study_file import Study
 
 
 CAPACITY_BAR = "the 1.2x bar (1.2x the default's SLO capacity, 95% interval above 1.0)"
@@ -482,7 +483,7 @@ def engine_fact(rows: pd.DataFrame) -> str | None:
     its engine fared there beside the default's, from each run's own readings (queues from the
     /metrics poll, the mean step from the scheduler's step count): whether the queue grew under one
     order and not the other, and what a step cost. None without such a rate or those readings."""
-    if rows[["peak running", "peak waiting", STEP_MS]].isna().any(axis=None):
+    if rows[["peak running", "peak waiting", STEP_MS, OFFERED_OUTPUT]].isna().any(axis=None):
         return None
     facts = []
     for name, side, rates in differing_rates(rows):
@@ -495,7 +496,8 @@ def engine_fact(rows: pd.DataFrame) -> str | None:
             return f"{int((g['peak running'] >= g['running cap']).sum())} of {len(g)}"
         facts.append(
             f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the SLO for fewer requests than "
-            f"the default, its running set reached the cap ({span_text(own['running cap'], 0)} sequences) in "
+            f"the default, on draws asking for {span_text(own[OFFERED_OUTPUT], 0)} output tok/s over the arrival "
+            f"window against {span_text(base[OFFERED_OUTPUT], 0)}, its running set reached the cap ({span_text(own['running cap'], 0)} sequences) in "
             f"{capped(own)} runs against {capped(base)}, its waiting queue peaked at "
             f"{span_text(own['peak waiting'], 0)} requests against {span_text(base['peak waiting'], 0)}, and a "
             f"step took {span_text(own[STEP_MS], 1)} ms on average against {span_text(base[STEP_MS], 1)}, with "
