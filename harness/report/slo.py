@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
-from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL, OFFERED_OUTPUT,
-                             PACE, STEP_MS, THIRDS, Results, point_table, provenance_line, shown, sitting_text, span_text,
-                             strategy_label)
+from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL,
+                             OFFERED_OUTPUT, PACE, STEP_MS, THIRDS, Results, Run, point_table, provenance_line, shown,
+                             sitting_text, span_text, strategy_label)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS,
                            CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
                            steady_trend, third_change)
@@ -497,8 +497,8 @@ def engine_fact(rows: pd.DataFrame) -> str | None:
         facts.append(
             f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the SLO for fewer requests than "
             f"the default, on draws asking for {span_text(own[OFFERED_OUTPUT], 0)} output tok/s over the arrival "
-            f"window against {span_text(base[OFFERED_OUTPUT], 0)}, its running set reached the cap ({span_text(own['running cap'], 0)} sequences) in "
-            f"{capped(own)} runs against {capped(base)}, its waiting queue peaked at "
+            f"window against {span_text(base[OFFERED_OUTPUT], 0)}, its running set reached the cap "
+            f"({span_text(own['running cap'], 0)} sequences) in {capped(own)} runs against {capped(base)}, its waiting queue peaked at "
             f"{span_text(own['peak waiting'], 0)} requests against {span_text(base['peak waiting'], 0)}, and a "
             f"step took {span_text(own[STEP_MS], 1)} ms on average against {span_text(base[STEP_MS], 1)}, with "
             f"the engine core at {span_text(own[ENGINE_CORES], 2)} of a core against "
@@ -549,15 +549,20 @@ def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
     burst sent all at once reads less than the engine sustains on the load. None for a fixed grid."""
     if study.capacity_from is None or study.capacity_rate is None:
         return None
-    rates = rows["rate"].astype(float)
-    above = rows[(rates > study.capacity_rate) & ~rows[PACE].map(overloaded)]
-    kept = "; ".join(f"{strategy_label(name)} in {len(g)} of {int(((rows['strategy'] == name) & (rates > study.capacity_rate)).sum())} "
-                     f"(completing {span_text(g[COMPLETED], 1)} req/s)" for name, g in above.groupby("strategy", sort=False))
+    above = rows[rows["rate"].astype(float) > study.capacity_rate]
+    kept = "; ".join(f"{strategy_label(name)} in {int((~g[PACE].map(overloaded)).sum())} of {len(g)} (completing "
+                     f"{span_text(g.loc[~g[PACE].map(overloaded), COMPLETED], 1)} req/s)"
+                     for name, g in above.groupby("strategy", sort=False) if (~g[PACE].map(overloaded)).any())
     return (f"Rates are shares of {study.capacity_rate:g} req/s, the rate-inf throughput that `{study.capacity_from}` "
-            "measured just before on the same server, in requests at the load's mean output length"
-            + (f". Above it, runs kept pace (output pace at least {1 - OVERLOAD_SHORTFALL:.2f}): {kept}: that throughput, "
-               "every prompt sent at once, anchors the grid and is not the most the engine sustains on this "
-               "load." if kept else "."))
+            "measured just before on the same machine, in requests at the load's mean output length"
+            + (f". Above it, runs kept pace (output pace at least {1 - OVERLOAD_SHORTFALL:.2f}): {kept}: that "
+               "throughput, every prompt sent at once, anchors the grid and is not the most the engine sustains "
+               "on this load." if kept else "."))
+
+
+def gpu_names(runs: list[Run]) -> str:
+    """The GPUs that ran ``runs``, from their provenance."""
+    return " and ".join(dict.fromkeys((r.meta.get("gpu") or {}).get("name", "an unrecorded GPU") for r in runs))
 
 
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
@@ -577,9 +582,11 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         if not sim.empty and not sw.gaps:
             predicted = sim[sim["workload"].isin(workloads) & (sim["slo"] == SCREEN_SLOS[0])
                             & sim["strategy"].isin(set(rows["strategy"]))]
-            facts.append("The simulator's screen predicted, for the same load and the lab's pair: "
+            replayed = any(folder in res.studies[n].replays_of for n in res.with_role("replay-validation"))
+            facts.append("The simulator's screen (the H200 step model) predicted, for the same load and the lab's pair: "
                          + "; ".join(f"{strategy_label(p['strategy'])} {p['text']} req/s" for p in predicted.to_dict("records"))
-                         + ". Section 6b sets the replays of these points beside these runs.")
+                         + (". Section 6b sets the replays of these points beside these runs." if replayed else
+                            f"; {gpu_names(runs)} ran these points, and no replay of them is committed."))
         blocks += [heading(f"GPU SLO {'sweep' if sw.gaps else 'capacity'}: {', '.join(workloads)} ({folder})", 4),
                    para(f"{len(runs)} runs, {point['runs'].min()}-{point['runs'].max()} per point, "
                         f"{sitting_text(rows['sitting'])}; the same two SLO pairs as the screen below; capacity "
