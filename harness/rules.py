@@ -271,13 +271,17 @@ def attainment_rows(runs: list[Run], slos: tuple[str, ...] = SCREEN_SLOS) -> pd.
                                                  kind="stable")
 
 
-def capacity_bounds(cap: float, lowest: float, highest: float) -> tuple[float, float]:
-    """The range a capacity read from one grid can lie in: the crossing itself; from the top rate up
-    where every rate met the SLO (``slo_capacity`` returned the top rate); from 0 to the lowest rate
-    where none did (NaN)."""
-    if np.isnan(cap):
-        return 0.0, lowest
-    return (cap, np.inf) if cap == highest else (cap, cap)
+def grid_side(cap: float, highest: float) -> str:
+    """Where a capacity lies against its grid: ``"under"`` where no rate met the SLO (NaN),
+    ``"over"`` where every rate did (``slo_capacity`` returned the top rate), ``""`` for a crossing
+    inside it."""
+    return "under" if np.isnan(cap) else ("over" if cap == highest else "")
+
+
+def capacity_bounds(cap: float, side: str, lowest: float) -> tuple[float, float]:
+    """The range a capacity read from one grid can lie in, by its ``grid_side``: the crossing
+    itself; from the top rate up; from 0 to the lowest rate."""
+    return {"under": (0.0, lowest), "over": (cap, np.inf), "": (cap, cap)}[side]
 
 
 def ratio_bound(own: tuple[float, float], base: tuple[float, float]) -> tuple[float, str]:
@@ -297,11 +301,9 @@ def ratio_bound(own: tuple[float, float], base: tuple[float, float]) -> tuple[fl
 
 def ratio_draws(own: np.ndarray, base: np.ndarray, own_span: tuple[float, float],
                 base_span: tuple[float, float], bound: str) -> np.ndarray:
-    """The bootstrap draws of a capacity ratio. A draw under its grid (NaN) stands at its lowest
-    rate where that gives the bound's side: the default's for a lower bound, the strategy's for an
-    upper one; with the ratio open every draw is NaN."""
-    if np.isnan(ratio_bound(own_span, base_span)[0]):
-        return np.full(len(own), np.nan)
+    """The bootstrap draws of a capacity ratio that ``ratio_bound`` gives. A draw under its grid
+    (NaN) stands at its lowest rate where that gives the bound's side: the default's for a lower
+    bound, the strategy's for an upper one."""
     if bound == "at least":
         base = np.where(np.isnan(base), base_span[1], base)
     elif bound == "at most":
@@ -314,8 +316,8 @@ def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) ->
     bootstrap interval, and its ratio to the default's with one. ``paired``: every group resampled
     with the same generator, so run k of one strategy is drawn with run k of the default (replays
     of one residual seed); GPU runs share nothing, so each group draws on its own. A capacity
-    outside its grid makes the ratio a bound (``bound``: "at least", "at most", see
-    ``ratio_bound``); its draws divide by the grid rate that bounds it."""
+    outside its grid (``grid``: ``grid_side``) makes the ratio a bound (``bound``: "at least", "at
+    most", see ``ratio_bound``); its draws divide by the grid rate that bounds it."""
     keys = ["slo", "workload", "strategy"]
     mean = att.groupby([*keys, "rate"], sort=False)["attainment"].mean().reset_index()
     caps = mean.groupby(keys, sort=False).apply(lambda g: slo_capacity(g["rate"], g["attainment"])
@@ -324,22 +326,22 @@ def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) ->
             for key, g in att.groupby(keys, sort=False)}  # unpaired: each group's own stream, stable
     grid = att.groupby(keys, sort=False)["rate"].agg(["min", "max"])
     caps["95% interval"] = [interval_text(boot[tuple(k)]) for k in caps[keys].values]
-    caps["text"] = [f"<{grid.loc[tuple(k), 'min']:.0f}" if np.isnan(c) else
-                    (f">={c:.0f}" if c == grid.loc[tuple(k), "max"] else f"{c:.1f}")
-                    for c, k in zip(caps["capacity"], caps[keys].values)]  # outside the grid: a bound
-    span = {tuple(k): capacity_bounds(c, *grid.loc[tuple(k), ["min", "max"]])
-            for c, k in zip(caps["capacity"], caps[keys].values)}
-    cap_of = dict(zip(map(tuple, caps[keys].values), caps["capacity"]))
+    caps["grid"] = [grid_side(c, grid.loc[tuple(k), "max"]) for c, k in zip(caps["capacity"], caps[keys].values)]
+    caps["text"] = [{"under": f"<{grid.loc[tuple(k), 'min']:.0f}", "over": f">={c:.0f}", "": f"{c:.1f}"}[side]
+                    for c, side, k in zip(caps["capacity"], caps["grid"], caps[keys].values)]
+    span = {tuple(k): capacity_bounds(c, side, grid.loc[tuple(k), "min"])
+            for c, side, k in zip(caps["capacity"], caps["grid"], caps[keys].values)}
     ratios, points, bounds = [], [], []
-    for slo, w, st in caps[keys].values:
+    for (slo, w, st), cap in zip(caps[keys].values, caps["capacity"]):
         own, base = (slo, w, st), (slo, w, "default")
         if base not in boot:
             point, bound, draws_ = np.nan, "", np.array([np.nan])
         elif own == base:  # the default against itself: 1 wherever it has a capacity
-            point, bound, draws_ = cap_of[own] / cap_of[own], "", boot[own] / boot[own]
+            point, bound, draws_ = cap / cap, "", boot[own] / boot[own]
         else:
             point, bound = ratio_bound(span[own], span[base])
-            draws_ = ratio_draws(boot[own], boot[base], span[own], span[base], bound)
+            draws_ = (np.full(len(boot[own]), np.nan) if np.isnan(point)  # open: both over, or both under
+                      else ratio_draws(boot[own], boot[base], span[own], span[base], bound))
         points.append(point)
         bounds.append(bound)
         ratios.append(draws_)

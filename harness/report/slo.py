@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.document import Block, bullets, heading, image, para, table
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL,
-                             OFFERED_OUTPUT, PACE, STEP_MS, THIRDS, Results, Run, point_table, provenance_line, shown,
+                             OFFERED_OUTPUT, PACE, STEP_MS, THIRDS, Results, point_table, provenance_line, shown,
                              sitting_text, span_text, strategy_label)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS,
                            CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
@@ -62,12 +62,12 @@ def screen_tables(res: Results, draws: int = 2000) -> tuple[pd.DataFrame, pd.Dat
     return (att, att) if att.empty else (att, capacity_table(att, draws, paired=True))
 
 
+BOUND_SIGN = {"": "", "at least": ">=", "at most": "<="}
+
+
 def ratio_cell(value: float, bound: str) -> str:
     """A capacity ratio in a table cell: '>=' for a lower bound, '<=' for an upper one."""
     return "n/a" if np.isnan(value) else f"{BOUND_SIGN[bound]}{value:.2f}x"
-
-
-BOUND_SIGN = {"": "", "at least": ">=", "at most": "<="}
 
 
 def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[Block]:
@@ -76,14 +76,14 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
     wide = attainment_grid(att, ["slo", "workload", "strategy"])
     shown_caps = caps.assign(strategy=caps["strategy"].map(strategy_label), capacity=caps["text"],
                              **{"vs default": [ratio_cell(v, b) for v, b in zip(caps["vs default"], caps["bound"])]}
-                             ).drop(columns=["text", "ratio low", "bound"])
+                             ).drop(columns=["text", "ratio low", "bound", "grid"])
     fixed = caps[caps["workload"] == "fixed"].set_index(["slo", "strategy"])
     ours = caps[caps["strategy"] != "default"]
     best = ours.groupby("strategy")["vs default"].max()
     gaining = ours[(ours["vs default"] >= 1.05) & (ours["bound"] != "at most")]
     gain = "; ".join(f"{strategy_label(s)} at {len(g)} of {len(ours[ours['strategy'] == s])} pairs and loads"
                      for s, g in gaining.groupby("strategy", sort=False))
-    capped = ours[ours["text"].str.startswith(">=")]  # met at the grid's top rate: a lower bound
+    capped = ours[ours["grid"] == "over"]  # met at the grid's top rate: a lower bound
     bound = ("" if capped.empty else " Where a capacity reads '>=', every grid rate met the SLO: the ratio is a lower "
              "bound, and the grid must reach higher rates before a strategy is ruled out of 1.2x.")
     top = ours.loc[ours["vs default"].idxmax()]
@@ -94,8 +94,8 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
                "the GPU" if not reached.empty else
                f"No strategy {'is shown to reach' if bound else 'reaches'} 1.2x the default's SLO "
                "capacity in the simulator")
-    verdict += (f" (best: {strategy_label(top['strategy'])} {'>=' * top['text'].startswith('>=')}"
-                f"{top['vs default']:.2f}x, 95% interval {top['ratio interval']}, {top['workload']}, {top['slo']}).")
+    verdict += (f" (best: {strategy_label(top['strategy'])} {ratio_cell(top['vs default'], top['bound'])}"
+                f", 95% interval {top['ratio interval']}, {top['workload']}, {top['slo']}).")
     vec = att.pivot_table(index=["workload", "slo", "rate", "run"], columns="strategy", values="attainment")
     same = [f"{strategy_label(a)} = {strategy_label(b)} ({w})" for w, g in vec.groupby(level=0)
             for g in [g.dropna(axis=1, how="all")]  # only the strategies replayed on this load
@@ -357,18 +357,18 @@ def attainment_ratio_text(att: pd.DataFrame, strategy: str, rate: float, draws: 
                                     "rate; the capacity ratio is the fair one" if base.mean() < 0.9 else ""))
 
 
-def ratio_text(r: dict[str, Any], base_text: str) -> str:
-    """A capacity ratio as the grids allow it: exact, a bound with the side the missing grid would
-    settle, or no ratio; and whether it meets ``CAPACITY_BAR``, misses it or leaves it open."""
+def ratio_text(r: dict[str, Any], base_grid: str) -> str:
+    """A capacity ratio as the grids allow it (``base_grid``: the default's ``grid_side``): exact, a
+    bound with the side the missing grid would settle, or no ratio; and whether it meets
+    ``CAPACITY_BAR``, misses it or leaves it open."""
     if np.isnan(r["vs default"]):
-        over = base_text.startswith(">=")
-        return (": both over their grids, no ratio: each met the SLO at every rate it ran" if over else
-                ": both under their grids, no ratio")
+        return (": both over their grids, no ratio: each met the SLO at every rate it ran" if base_grid == "over"
+                else ": both under their grids, no ratio")
     value, interval = r["vs default"], r["ratio interval"]
     met = value >= 1.2 and r["ratio low"] > 1.0  # CAPACITY_BAR
     if not r["bound"]:
         return f": {value:.2f}x (95% interval {interval}), {'meeting' if met else 'short of'} {CAPACITY_BAR}"
-    default_side = base_text.startswith("<") if r["bound"] == "at least" else base_text.startswith(">=")
+    default_side = base_grid == ("under" if r["bound"] == "at least" else "over")
     why, widen = {("at least", True): ("the default met the SLO at none of its rates", "its grid goes lower"),
                   ("at least", False): ("the strategy met the SLO at every rate it ran", "the strategy's grid goes higher"),
                   ("at most", True): ("the default met the SLO at every rate it ran", "its grid goes higher"),
@@ -389,7 +389,7 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | Non
     base = caps[(caps["slo"] == r["slo"]) & (caps["workload"] == r["workload"]) & (caps["strategy"] == "default")]
     head = (f"{strategy_label(r['strategy'])}, SLO `{r['slo']}`: capacity {r['text']} req/s (95% interval "
             f"{r['95% interval']}) against the default's {base['text'].iloc[0]} req/s")
-    head += ratio_text(r, base["text"].iloc[0])
+    head += ratio_text(r, base["grid"].iloc[0])
     if att is None:
         return head + "."
     mine = att[(att["slo"] == r["slo"]) & (att["workload"] == r["workload"])]
@@ -449,26 +449,25 @@ def tail_table(rows: pd.DataFrame) -> pd.DataFrame:
         lambda v: float(v) if c.name == "rate" else v), kind="stable")
 
 
-def differing_rates(rows: pd.DataFrame, column: str = "attainment") -> Iterator[tuple[str, str, list[str]]]:
-    """For each strategy other than the default: the rates both ran where its median ``column``
-    over the runs is above the default's (``"more"``) and where it is below (``"fewer"``)."""
-    med = rows.groupby(["strategy", "rate"])[column].median()
+def differing_rates(rows: pd.DataFrame) -> Iterator[tuple[str, str, list[str], pd.DataFrame, pd.DataFrame]]:
+    """For each strategy other than the default: the rates both ran where its median attainment
+    over the runs is above the default's (``"more"``) and where it is below (``"fewer"``), with its
+    runs and the default's at those rates."""
+    med = rows.groupby(["strategy", "rate"])["attainment"].median()
     for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
         shared = [r for (s, r) in med.index if s == name and ("default", r) in med.index]
-        for side, better in (("more", True), ("fewer", False)):
-            rates = [r for r in shared if (med[(name, r)] > med[("default", r)]) == better
-                     and med[(name, r)] != med[("default", r)]]
+        for side, differs in (("more", np.greater), ("fewer", np.less)):
+            rates = sorted((r for r in shared if differs(med[(name, r)], med[("default", r)])), key=float)
             if rates:
-                yield name, side, sorted(rates, key=float)
+                at = rows[rows["rate"].isin(rates)]
+                yield name, side, rates, at[at["strategy"] == name], at[at["strategy"] == "default"]
 
 
 def tail_fact(rows: pd.DataFrame) -> str | None:
     """Where a strategy's attainment (median of runs) is above or below the default's at a rate:
     what its longest tenth of prompts got there, beside the default's."""
     facts = []
-    for name, side, rates in differing_rates(rows):
-        own = rows[(rows["strategy"] == name) & rows["rate"].isin(rates)]
-        base = rows[(rows["strategy"] == "default") & rows["rate"].isin(rates)]
+    for name, side, rates, own, base in differing_rates(rows):
         facts.append(f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the "
                      f"SLO for {side} requests than the default, its longest tenth of prompts met it in "
                      f"{span_text(own['longest decile attainment'] * 100, 0)}% of cases (range over runs) against "
@@ -476,6 +475,11 @@ def tail_fact(rows: pd.DataFrame) -> str | None:
                      f"wait for a first token was {span_text(own['longest decile TTFT max (ms)'] / 1000, 1)} s "
                      f"against {span_text(base['longest decile TTFT max (ms)'] / 1000, 1)} s")
     return ("The tail (table below, every run): " + "; ".join(facts) + ".") if facts else None
+
+
+def at_cap(runs: pd.DataFrame) -> str:
+    """In how many of ``runs`` the running set reached the server's ``max_num_seqs``."""
+    return f"{int((runs['peak running'] >= runs['running cap']).sum())} of {len(runs)}"
 
 
 def engine_fact(rows: pd.DataFrame) -> str | None:
@@ -486,19 +490,15 @@ def engine_fact(rows: pd.DataFrame) -> str | None:
     if rows[["peak running", "peak waiting", STEP_MS, OFFERED_OUTPUT]].isna().any(axis=None):
         return None
     facts = []
-    for name, side, rates in differing_rates(rows):
+    for name, side, rates, own, base in differing_rates(rows):
         if side != "fewer":
             continue
-        own = rows[(rows["strategy"] == name) & rows["rate"].isin(rates)]
-        base = rows[(rows["strategy"] == "default") & rows["rate"].isin(rates)]
-
-        def capped(g: pd.DataFrame) -> str:
-            return f"{int((g['peak running'] >= g['running cap']).sum())} of {len(g)}"
         facts.append(
             f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the SLO for fewer requests than "
             f"the default, on draws asking for {span_text(own[OFFERED_OUTPUT], 0)} output tok/s over the arrival "
             f"window against {span_text(base[OFFERED_OUTPUT], 0)}, its running set reached the cap "
-            f"({span_text(own['running cap'], 0)} sequences) in {capped(own)} runs against {capped(base)}, its waiting queue peaked at "
+            f"({span_text(own['running cap'], 0)} sequences) in {at_cap(own)} runs against {at_cap(base)}, its waiting "
+            f"queue peaked at "
             f"{span_text(own['peak waiting'], 0)} requests against {span_text(base['peak waiting'], 0)}, and a "
             f"step took {span_text(own[STEP_MS], 1)} ms on average against {span_text(base[STEP_MS], 1)}, with "
             f"the engine core at {span_text(own[ENGINE_CORES], 2)} of a core against "
@@ -540,7 +540,7 @@ def steady_count(rows: pd.DataFrame) -> str | None:
     if trend_rows is None:
         return None
     points = steady_points(trend_rows)
-    return f"{int(points['steady'].sum())} of {len(points)} points in steady state (section 6)"
+    return f"{int(points['steady'].sum())} of {len(points)} points in steady state (section 6)."
 
 
 def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
@@ -550,19 +550,15 @@ def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
     if study.capacity_from is None or study.capacity_rate is None:
         return None
     above = rows[rows["rate"].astype(float) > study.capacity_rate]
-    kept = "; ".join(f"{strategy_label(name)} in {int((~g[PACE].map(overloaded)).sum())} of {len(g)} (completing "
-                     f"{span_text(g.loc[~g[PACE].map(overloaded), COMPLETED], 1)} req/s)"
-                     for name, g in above.groupby("strategy", sort=False) if (~g[PACE].map(overloaded)).any())
+    above = above.assign(paced=~above[PACE].map(overloaded))
+    kept = "; ".join(f"{strategy_label(name)} in {int(g['paced'].sum())} of {len(g)} (completing "
+                     f"{span_text(g.loc[g['paced'], COMPLETED], 1)} req/s)"
+                     for name, g in above.groupby("strategy", sort=False) if g["paced"].any())
     return (f"Rates are shares of {study.capacity_rate:g} req/s, the rate-inf throughput that `{study.capacity_from}` "
             "measured just before on the same machine, in requests at the load's mean output length"
             + (f". Above it, runs kept pace (output pace at least {1 - OVERLOAD_SHORTFALL:.2f}): {kept}: that "
                "throughput, every prompt sent at once, anchors the grid and is not the most the engine sustains "
                "on this load." if kept else "."))
-
-
-def gpu_names(runs: list[Run]) -> str:
-    """The GPUs that ran ``runs``, from their provenance."""
-    return " and ".join(dict.fromkeys((r.meta.get("gpu") or {}).get("name", "an unrecorded GPU") for r in runs))
 
 
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
@@ -586,7 +582,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
             facts.append("The simulator's screen (the H200 step model) predicted, for the same load and the lab's pair: "
                          + "; ".join(f"{strategy_label(p['strategy'])} {p['text']} req/s" for p in predicted.to_dict("records"))
                          + (". Section 6b sets the replays of these points beside these runs." if replayed else
-                            f"; {gpu_names(runs)} ran these points, and no replay of them is committed."))
+                            f"; {' and '.join(dict.fromkeys(rows['gpu'].dropna()))} ran these points, and no replay of them is committed."))
         blocks += [heading(f"GPU SLO {'sweep' if sw.gaps else 'capacity'}: {', '.join(workloads)} ({folder})", 4),
                    para(f"{len(runs)} runs, {point['runs'].min()}-{point['runs'].max()} per point, "
                         f"{sitting_text(rows['sitting'])}; the same two SLO pairs as the screen below; capacity "

@@ -56,7 +56,7 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
                          f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")
     for folder, sw in sweeps.items():
         caps = sw.caps[sw.caps["slo"] == SCREEN_SLOS[0]]
-        state = transient_note(sw.rows) or (f"{count[0].upper()}{count[1:]}." if (count := steady_count(sw.rows)) else "")
+        state = transient_note(sw.rows) or steady_count(sw.rows)
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps, sw.att)
                   + (f" {state}" if state else "")
                   for r in caps[caps["strategy"] != "default"].to_dict("records")]
