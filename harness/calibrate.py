@@ -45,8 +45,7 @@ def kv_blocks(run: Any) -> int:
 def frontend_ttft(folder: Path, fit_file: Path, blocks: int | None) -> dict[str, Any]:
     """Replay each paced run of the study with ``fit_file``; the front end's TTFT is the GPU's TTFT
     P50 less the replay's, the median over those runs (never below zero)."""
-    from harness import sched_sim  # imports vLLM
-    from harness.replay_study import replay_argv
+    from harness.replay_study import replay_run
     from harness.results import load_runs
 
     paced = [run for run in load_runs(folder) if run.config.rate is not None]
@@ -56,8 +55,7 @@ def frontend_ttft(folder: Path, fit_file: Path, blocks: int | None) -> dict[str,
     with tempfile.TemporaryDirectory() as tmp:
         for run in paced:
             out = Path(tmp) / f"{run.path.stem}.replay.json"
-            argv = replay_argv(run.config, fit_file, blocks or kv_blocks(run), out)
-            if sched_sim.main(argv) != 0:
+            if replay_run(run, fit_file, blocks or kv_blocks(run), out) != 0:
                 raise RuntimeError(f"the replay of {run.path} failed")
             points.append({"run": str(run.path), "gpu_ttft_p50_ms": run.summary["ttft_ms"]["p50"],
                            "replay_ttft_p50_ms": json.loads(out.read_text())["summary"]["ttft_ms"]["p50"]})

@@ -526,3 +526,25 @@ def test_replay_study_rebuilds_each_gpu_run_s_load_and_server(tmp_path):
     inputs, outputs = ss.bench_lengths(args.num_prompts, args.input_len, args.output_len, args.range_ratio, args.seed,
                                        output_range_ratio=args.output_range_ratio)
     assert list(inputs) == list(run.detail.input_lens) and set(outputs) == {256}
+
+
+def test_a_heavy_run_is_replayed_from_the_lengths_it_sent(tmp_path):
+    """A custom load (the heavy-tailed draw) needs no tokenizer to replay: the run's own record
+    gives its lengths in the order it sent them, and its burstiness goes with them; without them
+    the arguments are refused, not built from a random draw."""
+    from harness.replay_study import replay_argv, write_lengths
+    from harness.results import load_runs
+
+    folder = Path(__file__).resolve().parent.parent / "results" / "slo_api-4_heavy_steady_b"
+    run = next(r for r in load_runs(folder) if r.config.scheduler == "sjf-ontime")
+    with pytest.raises(ValueError, match="write_lengths"):
+        replay_argv(run.config, tmp_path / "fit.json", 40846, tmp_path / "out.json")
+    lengths = write_lengths(run, tmp_path / "lengths.jsonl")
+    args = ss.build_parser().parse_args(replay_argv(run.config, tmp_path / "fit.json", 40846, tmp_path / "out.json", lengths))
+    assert (args.burstiness, args.dataset_path, args.num_prompts) == (0.5, lengths, run.config.num_prompts)
+    assert json.loads(args.additional_config)["wait_bound_s"] == 5
+    inputs, outputs = ss.workload_lengths(args)
+    assert list(inputs) == list(run.detail.input_lens) and list(outputs) == list(run.detail.output_lens)
+    from harness.workloads import HEAVY
+    drawn_in, drawn_out = HEAVY.lengths(run.config.num_prompts, run.config.seed)  # the study's draw, as written
+    assert list(outputs) == drawn_out.tolist()

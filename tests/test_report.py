@@ -915,3 +915,67 @@ def test_a_sweep_study_file_holds_no_plan_only_keys(tmp_path):
     study = Study.from_runs(RESULTS / HEAVY, "q")
     assert not set(study.to_dict()) & {"planned_runs", "capacity_from", "capacity_rate"}
     assert layer.Results.load(RESULTS).studies[HEAVY].capacity_from is None
+
+
+STEADY_B = "slo_api-4_heavy_steady_b"  # the second steady sitting: default at 82/93.2/104.3, F (W = 5 s) at 93.2
+
+
+def test_a_default_crossing_inside_its_grid_sets_the_bar_and_the_engine_at_it(tmp_path):
+    """Where the default's capacity is interpolated inside its grid, the report names the rate that
+    1.2x of it asks for and how the engine fared at the rates the sweep ran at or above it, counted
+    here straight from the run files: the runs whose output fell short of their arrivals' by more
+    than the slack. At the rate both ran, it says whether the engine readings of the two orders
+    separate, run by run."""
+    res = layer.Results.load(RESULTS)
+    sweep = slo.slo_sweeps(res)[STEADY_B]
+    caps = sweep.caps[sweep.caps["slo"] == "ttft:500 tpot:50"].set_index("strategy")
+    assert caps.loc["default", "grid"] == "" and 82 < caps.loc["default", "capacity"] < 93.2
+    target = 1.2 * caps.loc["default", "capacity"]
+    behind: dict[str, list[bool]] = {}
+    for path in sorted((RESULTS / STEADY_B).glob("*_run-*.json")):
+        record = read_json(path)
+        if record["config"]["rate"] >= target:
+            behind.setdefault(record["config"]["scheduler"], []).append(
+                record["summary"]["output_pace"]["ratio"] < 1 - rules.OVERLOAD_SHORTFALL)
+    assert set(behind) == {"default"}  # F did not run that high
+    fact = slo.bar_fact(sweep.rows, sweep.caps)
+    assert f"at {target:.1f} req/s under the lab's pair" in fact
+    assert f"fell behind in {sum(behind['default'])} of {len(behind['default'])} runs" in fact
+    assert "did not run that high" in fact
+    assert slo.bar_fact(slo.slo_sweeps(res)[STEADY].rows, slo.slo_sweeps(res)[STEADY].caps) is None  # a bound
+    waits: dict[str, list[float]] = {}
+    for path in sorted((RESULTS / STEADY_B).glob("*rate-93.2_run-*.json")):
+        record = read_json(path)
+        waits.setdefault(record["config"]["scheduler"], []).append(record["engine"]["metrics"]["peak_num_requests_waiting"])
+    verdict = slo.separation(pd.Series(waits["sjf-ontime"]), pd.Series(waits["default"]))
+    assert verdict == ("higher in every run" if min(waits["sjf-ontime"]) > max(waits["default"]) else
+                       "lower in every run" if max(waits["sjf-ontime"]) < min(waits["default"]) else "ranges overlap")
+    assert f"for more requests than the default" in slo.engine_fact(sweep.rows)
+    assert f"against {min(waits['default']):.0f}-{max(waits['default']):.0f} ({verdict})" in slo.engine_fact(sweep.rows)
+
+
+def test_separation_needs_every_run_beyond_every_other():
+    assert slo.separation(pd.Series([5.0, 6.0]), pd.Series([1.0, 4.9])) == "higher in every run"
+    assert slo.separation(pd.Series([1.0, 2.0]), pd.Series([2.5, 3.0])) == "lower in every run"
+    assert slo.separation(pd.Series([1.0, 3.0]), pd.Series([2.0, 4.0])) == "ranges overlap"
+
+
+def test_each_machine_s_heavy_load_capacity_is_listed_with_what_set_its_pace():
+    """Section 6 lists every capacity measured on the heavy-tailed load (each run at rate inf on a
+    custom dataset, counted here from the run files), with its throughput range and the component
+    that set its pace: a GPU busy for at least 90% of every run's window is the GPU."""
+    res = layer.Results.load(RESULTS)
+    expected, gpu_bound = [], {}
+    for folder in sorted(p for p in RESULTS.iterdir() if p.is_dir() and (p / "study.json").exists()):
+        records = [read_json(p) for p in sorted(folder.glob("*_run-*.json"))]
+        if not records or json.loads((folder / "study.json").read_text()).get("plan", {}).get("task") != "calibration":
+            continue
+        if all(r["config"]["rate"] is None and r["config"]["bench_params"]["dataset_name"] == "custom" for r in records):
+            expected.append(folder.name)
+            gpu_bound[folder.name] = min(r["host"]["gpu_util"]["mean_pct"] for r in records) >= 90
+    assert slo.anchor_folders(res) == expected and "calib_capacity_qwen3-8b_api-4_heavy" in expected
+    text = render_markdown(slo.anchor_section(res))
+    for name in expected:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
+        assert ("| the GPU " in row) == gpu_bound[name]
+    assert gpu_bound["calib_capacity_qwen3-8b_api-4_heavy"] and not gpu_bound["calib_capacity_qwen3-0.6b_api-4_heavy"]

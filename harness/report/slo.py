@@ -8,6 +8,7 @@ attainment and Pareto figures instead of point by point.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -40,10 +41,46 @@ SLO_MOTIVATION = (
 def slo_section(res: Results, sweeps: dict[str, Sweep], screen: tuple[pd.DataFrame, pd.DataFrame]) -> list[Block]:
     """The SLO sweeps measured on the GPU first, then the simulated screen (a plan, not a result)."""
     blocks = [heading("6 Beyond the handout: SLO attainment and goodput"), para(SLO_MOTIVATION)]
-    blocks += gpu_capacity_section(res, sweeps, screen[1])
+    blocks += anchor_section(res) + gpu_capacity_section(res, sweeps, screen[1])
     if not sweeps:
         blocks.append(no_results("SLO-sweep", "slo/", "bash slo_study.sh"))
     return blocks + screen_section(res, *screen) + wait_bound_screen_section(res)
+
+
+def anchor_folders(res: Results) -> list[str]:
+    """The calibration folders that measure a capacity on the heavy-tailed load: every run at rate
+    inf on a custom dataset (the sweeps' anchors, and an anchor before its sweep has run)."""
+    return [name for name in res.folders("calibration")
+            if all(r.config.rate is None and r.config.bench_params.get("dataset_name") == "custom"
+                   for r in res.serving[name])]
+
+
+def anchor_section(res: Results) -> list[Block]:
+    """Each machine's rate-inf capacity on the heavy-tailed load, the anchor of its SLO sweep's
+    rates: what each model served on each machine, in output tokens and in requests at the load's
+    mean output length, with the step and inter-token times, and the engine core's and the GPU's
+    busy shares, which say which of the two set the pace."""
+    from harness.workloads import HEAVY
+
+    rows = []
+    for name in anchor_folders(res):
+        runs, frame = res.serving[name], res.folder_rows(name)
+        rows.append({"folder": name, "model": Path(str(runs[0].meta.get("model"))).name,
+                     "GPU": " / ".join(dict.fromkeys(frame["gpu"].dropna())), "runs": len(runs),
+                     "output (tok/s)": span_text(frame["Throughput (tok/s)"], 0),
+                     "req/s at the mean output": span_text(frame["Throughput (tok/s)"] / HEAVY.mean_output_len(), 1),
+                     "ITL P50 (ms)": span_text(frame["ITL P50 (ms)"], 1), STEP_MS: span_text(frame[STEP_MS], 1),
+                     ENGINE_CORES: span_text(frame[ENGINE_CORES], 2), GPU_UTIL: span_text(frame[GPU_UTIL], 0),
+                     "pace set by": pace_owner(frame)})
+    if not rows:
+        return []
+    return [heading("GPU runs: each machine's capacity on the heavy-tailed load", 3),
+            para("Every request sent at once (rate inf), budget 2048, 4 API servers, 1000 prompts a run, each run "
+                 "its own draw; vLLM's own policy. A sweep's rates are shares of its machine's figure, in requests "
+                 f"at the load's mean output length ({HEAVY.mean_output_len():.1f} tokens): a burst sent at once "
+                 "reads less than the engine sustains on a paced load (the sweeps below), so the figure anchors "
+                 "a grid and is not a ceiling. Machines of one kind differ, so each sweep takes its own."),
+            table(pd.DataFrame(rows))]
 
 
 def attainment_grid(att: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -324,21 +361,33 @@ def slo_sweeps(res: Results) -> dict[str, Sweep]:
     return sweeps
 
 
-def pace_setter(rows: pd.DataFrame) -> str:
-    """Which component set the pace of these runs, by elimination from their front-end check: a
-    saturated API server or client first, then a GPU busy >= 90% of the window, then the engine
-    core's one thread."""
+PACE_OWNERS = {  # pace_owner's answers, and how pace_setter spells each out
+    "the front end": "the front end (an API server at a full core or chunks merged)",
+    "the client": "the client",
+    "the GPU": "the GPU",
+    "the engine core": "the engine core, whose one Python thread schedules, prepares and launches every step",
+    "no single component": "no single component at its limit",
+}
+
+
+def pace_owner(rows: pd.DataFrame) -> str:
+    """Which component set the pace of these runs (a key of ``PACE_OWNERS``), by elimination from
+    their front-end check: a saturated API server or client first, then a GPU busy >= 90% of the
+    window, then the engine core's one thread."""
     if rows["lagged"].any() or rows[BUSIEST_API].max() >= SATURATED_CORE:
-        who = "the front end (an API server at a full core or chunks merged)"
-    elif rows[CLIENT_CORES].max() >= SATURATED_CORE:
-        who = "the client"
-    elif rows[GPU_UTIL].min() >= SATURATED_GPU:
-        who = "the GPU"
-    elif rows[ENGINE_CORES].min() >= SATURATED_CORE:
-        who = "the engine core, whose one Python thread schedules, prepares and launches every step"
-    else:
-        who = "no single component at its limit"
-    return (f"{who}: completeness {span_text(rows['completeness'])}, busiest API server "
+        return "the front end"
+    if rows[CLIENT_CORES].max() >= SATURATED_CORE:
+        return "the client"
+    if rows[GPU_UTIL].min() >= SATURATED_GPU:
+        return "the GPU"
+    if rows[ENGINE_CORES].min() >= SATURATED_CORE:
+        return "the engine core"
+    return "no single component"
+
+
+def pace_setter(rows: pd.DataFrame) -> str:
+    """``pace_owner`` with the readings it was decided from."""
+    return (f"{PACE_OWNERS[pace_owner(rows)]}: completeness {span_text(rows['completeness'])}, busiest API server "
             f"{span_text(rows[BUSIEST_API], 2)} core, client {span_text(rows[CLIENT_CORES], 2)}, engine core "
             f"{span_text(rows[ENGINE_CORES], 2)}, GPU busy {span_text(rows[GPU_UTIL], 0)}% of the window")
 
@@ -482,30 +531,40 @@ def at_cap(runs: pd.DataFrame) -> str:
     return f"{int((runs['peak running'] >= runs['running cap']).sum())} of {len(runs)}"
 
 
+def separation(own: pd.Series, base: pd.Series) -> str:
+    """Whether every run of one side lies above, or below, every run of the other, or their ranges
+    overlap: with three runs a point, a difference of medians alone says little."""
+    if own.min() > base.max():
+        return "higher in every run"
+    if own.max() < base.min():
+        return "lower in every run"
+    return "ranges overlap"
+
+
 def engine_fact(rows: pd.DataFrame) -> str | None:
-    """Where a strategy meets the SLO for fewer requests than the default at a rate both ran: how
-    its engine fared there beside the default's, from each run's own readings (queues from the
-    /metrics poll, the mean step from the scheduler's step count): whether the queue grew under one
-    order and not the other, and what a step cost. None without such a rate or those readings."""
+    """Where a strategy meets the SLO for more or fewer requests than the default at a rate both
+    ran: how its engine fared there beside the default's, from each run's own readings (queues from
+    the /metrics poll, the mean step from the scheduler's step count), and whether the runs'
+    ranges separate: with three runs a point, only a separation says that one order changed the
+    engine's work. None without such a rate or those readings."""
     if rows[["peak running", "peak waiting", STEP_MS, OFFERED_OUTPUT]].isna().any(axis=None):
         return None
     facts = []
     for name, side, rates, own, base in differing_rates(rows):
-        if side != "fewer":
-            continue
         facts.append(
-            f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the SLO for fewer requests than "
+            f"at {' and '.join(rates)} req/s, where {strategy_label(name)} meets the SLO for {side} requests than "
             f"the default, on draws asking for {span_text(own[OFFERED_OUTPUT], 0)} output tok/s over the arrival "
             f"window against {span_text(base[OFFERED_OUTPUT], 0)}, its running set reached the cap "
             f"({span_text(own['running cap'], 0)} sequences) in {at_cap(own)} runs against {at_cap(base)}, its waiting "
-            f"queue peaked at "
-            f"{span_text(own['peak waiting'], 0)} requests against {span_text(base['peak waiting'], 0)}, and a "
-            f"step took {span_text(own[STEP_MS], 1)} ms on average against {span_text(base[STEP_MS], 1)}, with "
+            f"queue peaked at {span_text(own['peak waiting'], 0)} requests against {span_text(base['peak waiting'], 0)} "
+            f"({separation(own['peak waiting'], base['peak waiting'])}), and a step took {span_text(own[STEP_MS], 1)} ms "
+            f"on average against {span_text(base[STEP_MS], 1)} ({separation(own[STEP_MS], base[STEP_MS])}), with "
             f"the engine core at {span_text(own[ENGINE_CORES], 2)} of a core against "
             f"{span_text(base[ENGINE_CORES], 2)}")
     return ("The engine (every run; queues from the /metrics poll every 2 s, the mean step over the run's "
-            "scheduler steps): " + "; ".join(facts) + ". The same offered load left a longer queue and slower "
-            "steps under this order; which came first, these readings do not show.") if facts else None
+            "scheduler steps): " + "; ".join(facts) + ". Where the ranges overlap, these runs do not tell the two "
+            "orders' engines apart; where one side is higher in every run, the order changed the engine's "
+            "work, and which came first, the queue or the slower steps, these readings do not show.") if facts else None
 
 
 def transient_note(rows: pd.DataFrame) -> str | None:
@@ -561,6 +620,32 @@ def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
                "on this load." if kept else "."))
 
 
+def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
+    """What the 1.2x bar asks of a sweep whose default crossed 90% inside its grid under the lab's
+    pair: the rate a strategy must hold the SLO at, and how the engine fared at the rates at or
+    above it that any strategy ran (no order can hold the SLO where the engine falls behind). None
+    where the default's capacity is a bound."""
+    base = caps[(caps["slo"] == SCREEN_SLOS[0]) & (caps["strategy"] == "default")]
+    if base.empty or base["grid"].iloc[0] or np.isnan(base["capacity"].iloc[0]):
+        return None
+    target = 1.2 * float(base["capacity"].iloc[0])
+    high = rows[rows["rate"].astype(float) >= target]
+    if high.empty:
+        return (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s under the lab's pair; "
+                "no run of this sweep offered that much.")
+    seen = "; ".join(
+        f"{strategy_label(name)} at {rate} req/s fell behind in {int(g[PACE].map(overloaded).sum())} of {len(g)} "
+        f"runs (output pace {span_text(g[PACE], 2)}, completing {span_text(g[COMPLETED], 1)} req/s, a step "
+        f"{span_text(g[STEP_MS], 1)} ms on average) and met the SLO for {span_text(g['attainment'] * 100, 0)}% "
+        "of requests"
+        for (name, rate), g in high.groupby(["strategy", "rate"], sort=False))
+    absent = sorted(set(rows["strategy"]) - set(high["strategy"]))
+    return (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s under the lab's pair (1.2x the "
+            f"default's {base['text'].iloc[0]} req/s): {seen}"
+            + (f"; {', '.join(strategy_label(a) for a in absent)} did not run that high" if absent else "")
+            + ". No order holds the SLO where the engine falls behind the arrivals.")
+
+
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
     """SLO sweeps measured on the GPU: attainment per rate, capacity per strategy with
     bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
@@ -572,7 +657,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         wide = attainment_grid(att, ["slo", "strategy"])
         facts = ([t for t in [transient_note(rows), anchor_fact(rows, res.studies[folder])] if t]
                  + [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
-                 + [price_fact(rows, caps)] if not sw.gaps else
+                 + [t for t in [bar_fact(rows, caps)] if t] + [price_fact(rows, caps)] if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
         if not sim.empty and not sw.gaps:
