@@ -55,11 +55,11 @@ def anchor_folders(res: Results) -> list[str]:
                    for r in res.serving[name])]
 
 
-def anchor_section(res: Results) -> list[Block]:
-    """Each machine's rate-inf capacity on the heavy-tailed load, the anchor of its SLO sweep's
-    rates: what each model served on each machine, in output tokens and in requests at the load's
-    mean output length, with the step and inter-token times, and the engine core's and the GPU's
-    busy shares, which say which of the two set the pace."""
+def anchor_rows(res: Results) -> pd.DataFrame:
+    """One row per capacity on the heavy-tailed load (``anchor_folders``): what each model served on
+    each machine, in output tokens and in requests at the load's mean output length, with the step
+    and inter-token times, and the engine core's and the GPU's busy shares, which say which of the
+    two set the pace."""
     from harness.workloads import HEAVY
 
     rows = []
@@ -72,15 +72,38 @@ def anchor_section(res: Results) -> list[Block]:
                      "ITL P50 (ms)": span_text(frame["ITL P50 (ms)"], 1), STEP_MS: span_text(frame[STEP_MS], 1),
                      ENGINE_CORES: span_text(frame[ENGINE_CORES], 2), GPU_UTIL: span_text(frame[GPU_UTIL], 0),
                      "pace set by": pace_owner(frame)})
-    if not rows:
+    return pd.DataFrame(rows)
+
+
+def anchor_section(res: Results) -> list[Block]:
+    """Each machine's rate-inf capacity on the heavy-tailed load, the anchor of its SLO sweep's
+    rates (``anchor_rows``), with the settings every one of them shared."""
+    from harness.workloads import HEAVY
+
+    rows = anchor_rows(res)
+    if rows.empty:
         return []
+    every = pd.concat([res.folder_rows(name) for name in rows["folder"]], ignore_index=True)
+    policies = " / ".join(strategy_label(s) for s in dict.fromkeys(every["strategy"]))
     return [heading("GPU runs: each machine's capacity on the heavy-tailed load", 3),
-            para("Every request sent at once (rate inf), budget 2048, 4 API servers, 1000 prompts a run, each run "
-                 "its own draw; vLLM's own policy. A sweep's rates are shares of its machine's figure, in requests "
+            para(f"Every request sent at once (rate inf), budget {span_text(every[BUDGET], 0)}, "
+                 f"{span_text(every['api servers'], 0)} API servers, {span_text(every['prompts'], 0)} prompts a run, "
+                 f"each run its own draw; {policies}. A sweep's rates are shares of its machine's figure, in requests "
                  f"at the load's mean output length ({HEAVY.mean_output_len():.1f} tokens): a burst sent at once "
                  "reads less than the engine sustains on a paced load (the sweeps below), so the figure anchors "
                  "a grid and is not a ceiling. Machines of one kind differ, so each sweep takes its own."),
-            table(pd.DataFrame(rows))]
+            table(rows)]
+
+
+def anchor_summary(res: Results) -> str | None:
+    """The summary's line on the capacities: each model's requests a second on the heavy-tailed load
+    and what set the pace, per folder; None without one."""
+    rows = anchor_rows(res)
+    if rows.empty:
+        return None
+    return ("Capacity on the heavy-tailed load at rate inf (section 6): "
+            + "; ".join(f"{r['model']} {r['req/s at the mean output']} req/s on {r['GPU']} ({r['folder']}, pace set by "
+                        f"{r['pace set by']}, GPU busy {r[GPU_UTIL]}%)" for r in rows.to_dict("records")) + ".")
 
 
 def attainment_grid(att: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -646,6 +669,35 @@ def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
             + ". No order holds the SLO where the engine falls behind the arrivals.")
 
 
+TAIL_BAR = 2.0  # the goal's tail: the longest tenth's TTFT P99 at the default's capacity, at most this x the default's
+
+
+def tail_bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
+    """The goal's tail check, per strategy: at the rate both it and the default ran nearest the
+    default's capacity under the lab's pair, the longest tenth of prompts' TTFT P99 (median over the
+    runs, their range beside it) against the default's, and whether it is within ``TAIL_BAR``
+    times. None where the default's capacity is unknown or no rate was shared."""
+    base = caps[(caps["slo"] == SCREEN_SLOS[0]) & (caps["strategy"] == "default")]
+    if base.empty or np.isnan(base["capacity"].iloc[0]):
+        return None
+    capacity, column = float(base["capacity"].iloc[0]), "longest decile TTFT P99 (ms)"
+    facts = []
+    for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
+        shared = sorted(set(rows.loc[rows["strategy"] == name, "rate"]) & set(rows.loc[rows["strategy"] == "default", "rate"]),
+                        key=float)
+        if not shared:
+            continue
+        rate = min(shared, key=lambda r: abs(float(r) - capacity))
+        own, ref = (rows.loc[(rows["strategy"] == s) & (rows["rate"] == rate), column] / 1000 for s in (name, "default"))
+        times = own.median() / ref.median()
+        facts.append(f"{strategy_label(name)} at {rate} req/s: {own.median():.1f} s (runs {span_text(own, 1)}) against "
+                     f"{ref.median():.1f} s ({span_text(ref, 1)}), {times:.1f}x, "
+                     + ("within the bar" if times <= TAIL_BAR else "over the bar"))
+    return (f"Tail bar (the longest tenth of prompts' TTFT P99 at the default's capacity, {base['text'].iloc[0]} req/s "
+            f"here, at most {TAIL_BAR:g}x the default's; read at the rate both ran nearest it, medians of the runs): "
+            + "; ".join(facts) + ".") if facts else None
+
+
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
     """SLO sweeps measured on the GPU: attainment per rate, capacity per strategy with
     bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
@@ -657,7 +709,8 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         wide = attainment_grid(att, ["slo", "strategy"])
         facts = ([t for t in [transient_note(rows), anchor_fact(rows, res.studies[folder])] if t]
                  + [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
-                 + [t for t in [bar_fact(rows, caps)] if t] + [price_fact(rows, caps)] if not sw.gaps else
+                 + [t for t in [bar_fact(rows, caps), tail_bar_fact(rows, caps)] if t] + [price_fact(rows, caps)]
+                 if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
         if not sim.empty and not sw.gaps:

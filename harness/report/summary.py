@@ -12,7 +12,8 @@ from harness.results import BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, Results
 from harness.rules import MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, below_pairs, chat_budget, kept_up, ratio, trend_verdict
 from harness.report.frontend import lift_rows, several_api_servers, task2_verdicts
 from harness.report.replay import other_host_summary
-from harness.report.slo import Sweep, capacity_fact, capacity_folders, steady_count, transient_note
+from harness.report.slo import (Sweep, anchor_summary, bar_fact, capacity_fact, capacity_folders, steady_count,
+                                tail_bar_fact, transient_note)
 from harness.report.task2 import THEORY
 from harness.report.task3 import handout_rate_answers, one_length_points, separations, sjf_handout_answers
 from harness.report.text import factor
@@ -54,11 +55,13 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
         if task == "task3" and (found := separations(rows)):
             items.append("Task 3, runs that kept up: where every run of a strategy lies beyond every run of "
                          f"the default (strategy / default, medians): {'; '.join(found)}; nothing else separated.")
+    items += [t for t in [anchor_summary(res)] if t]
     for folder, sw in sweeps.items():
         caps = sw.caps[sw.caps["slo"] == SCREEN_SLOS[0]]
         state = transient_note(sw.rows) or steady_count(sw.rows)
+        bars = " ".join(t for t in [bar_fact(sw.rows, sw.caps), tail_bar_fact(sw.rows, sw.caps)] if t)
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps, sw.att)
-                  + (f" {state}" if state else "")
+                  + (f" {state}" if state else "") + (f" {bars}" if bars else "")
                   for r in caps[caps["strategy"] != "default"].to_dict("records")]
     items += other_host_summary(res, validation)
     lift = lift_rows(res)
