@@ -59,7 +59,7 @@ def replay_argv(config: Any, step_model: Path, blocks: int, out: Path, dataset: 
             "--max-num-seqs", str(config.server_params["max_num_seqs"]),
             "--warmup-fraction", f"{config.warmup_fraction:g}", "--timeout-s", f"{config.timeout_s:g}",
             "--additional-config", json.dumps(config.strategy_settings or {}), "--no-detail", "--out", str(out)]
-    if bench.get("dataset_name") == "custom":
+    if config.custom_dataset:
         if dataset is None:
             raise ValueError(f"run {config.run} of {config.workload} sent a custom dataset: its replay needs the "
                              "lengths it sent (write_lengths)")
@@ -76,8 +76,7 @@ def replay_run(run: Any, step_model: Path, blocks: int, out: Path) -> int:
     from harness import sched_sim  # imports vLLM
 
     with tempfile.TemporaryDirectory() as tmp:
-        custom = run.config.bench_params.get("dataset_name") == "custom"
-        dataset = write_lengths(run, Path(tmp) / "lengths.jsonl") if custom else None
+        dataset = write_lengths(run, Path(tmp) / "lengths.jsonl") if run.config.custom_dataset else None
         return sched_sim.main(replay_argv(run.config, step_model, blocks, out, dataset))
 
 

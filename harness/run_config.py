@@ -111,6 +111,12 @@ class RunConfig:
         return float(ratio), float(ratio)
 
     @property
+    def custom_dataset(self) -> bool:
+        """Whether the run sent a file of prompts (``--dataset-name custom``: the heavy-tailed draw)
+        rather than a load ``vllm bench serve`` draws from its seed."""
+        return self.bench_params.get("dataset_name") == "custom"
+
+    @property
     def budget_flag(self) -> int | None:
         """The server's ``--max-num-batched-tokens``."""
         return self.server_params.get("max_num_batched_tokens")

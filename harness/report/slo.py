@@ -51,8 +51,7 @@ def anchor_folders(res: Results) -> list[str]:
     """The calibration folders that measure a capacity on the heavy-tailed load: every run at rate
     inf on a custom dataset (the sweeps' anchors, and an anchor before its sweep has run)."""
     return [name for name in res.folders("calibration")
-            if all(r.config.rate is None and r.config.bench_params.get("dataset_name") == "custom"
-                   for r in res.serving[name])]
+            if all(r.config.rate is None and r.config.custom_dataset for r in res.serving[name])]
 
 
 def anchor_rows(res: Results) -> pd.DataFrame:
@@ -454,6 +453,15 @@ def ratio_text(r: dict[str, Any], base_grid: str) -> str:
                f", so whether the ratio reaches {CAPACITY_BAR} is open until {widen})"))
 
 
+def shared_rates(frame: pd.DataFrame, name: str) -> list[Any]:
+    """The rates (``frame``'s "rate": text in run rows, numbers in attainment rows) that strategy
+    ``name`` and the default both ran, lowest first."""
+    runs = frame.groupby("strategy")["rate"]
+    if name not in runs.groups or "default" not in runs.groups:
+        return []
+    return sorted(set(runs.get_group(name)) & set(runs.get_group("default")), key=float)
+
+
 def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | None = None) -> str:
     """One strategy's capacity against the default's under one SLO pair, with intervals, whether it
     meets ``CAPACITY_BAR``, and, given the runs' attainment ``att``, the attainment ratio at the
@@ -465,8 +473,7 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | Non
     if att is None:
         return head + "."
     mine = att[(att["slo"] == r["slo"]) & (att["workload"] == r["workload"])]
-    shared = sorted(set(mine.loc[mine["strategy"] == r["strategy"], "rate"])
-                    & set(mine.loc[mine["strategy"] == "default", "rate"]))
+    shared = shared_rates(mine, r["strategy"])
     return head + (f"; {attainment_ratio_text(mine, r['strategy'], shared[0])}." if shared else ".")
 
 
@@ -527,9 +534,9 @@ def differing_rates(rows: pd.DataFrame) -> Iterator[tuple[str, str, list[str], p
     runs and the default's at those rates."""
     med = rows.groupby(["strategy", "rate"])["attainment"].median()
     for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
-        shared = [r for (s, r) in med.index if s == name and ("default", r) in med.index]
+        shared = shared_rates(rows, name)
         for side, differs in (("more", np.greater), ("fewer", np.less)):
-            rates = sorted((r for r in shared if differs(med[(name, r)], med[("default", r)])), key=float)
+            rates = [r for r in shared if differs(med[(name, r)], med[("default", r)])]
             if rates:
                 at = rows[rows["rate"].isin(rates)]
                 yield name, side, rates, at[at["strategy"] == name], at[at["strategy"] == "default"]
@@ -643,15 +650,21 @@ def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
                "on this load." if kept else "."))
 
 
+def lab_default(caps: pd.DataFrame) -> dict[str, Any] | None:
+    """The default's capacity row under the lab's pair (``SCREEN_SLOS[0]``); None without one."""
+    base = caps[(caps["slo"] == SCREEN_SLOS[0]) & (caps["strategy"] == "default")]
+    return None if base.empty else base.iloc[0].to_dict()
+
+
 def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
     """What the 1.2x bar asks of a sweep whose default crossed 90% inside its grid under the lab's
     pair: the rate a strategy must hold the SLO at, and how the engine fared at the rates at or
     above it that any strategy ran (no order can hold the SLO where the engine falls behind). None
     where the default's capacity is a bound."""
-    base = caps[(caps["slo"] == SCREEN_SLOS[0]) & (caps["strategy"] == "default")]
-    if base.empty or base["grid"].iloc[0] or np.isnan(base["capacity"].iloc[0]):
+    base = lab_default(caps)
+    if base is None or base["grid"] or np.isnan(base["capacity"]):
         return None
-    target = 1.2 * float(base["capacity"].iloc[0])
+    target = 1.2 * float(base["capacity"])
     high = rows[rows["rate"].astype(float) >= target]
     if high.empty:
         return (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s under the lab's pair; "
@@ -664,7 +677,7 @@ def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
         for (name, rate), g in high.groupby(["strategy", "rate"], sort=False))
     absent = sorted(set(rows["strategy"]) - set(high["strategy"]))
     return (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s under the lab's pair (1.2x the "
-            f"default's {base['text'].iloc[0]} req/s): {seen}"
+            f"default's {base['text']} req/s): {seen}"
             + (f"; {', '.join(strategy_label(a) for a in absent)} did not run that high" if absent else "")
             + ". No order holds the SLO where the engine falls behind the arrivals.")
 
@@ -677,14 +690,13 @@ def tail_bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
     default's capacity under the lab's pair, the longest tenth of prompts' TTFT P99 (median over the
     runs, their range beside it) against the default's, and whether it is within ``TAIL_BAR``
     times. None where the default's capacity is unknown or no rate was shared."""
-    base = caps[(caps["slo"] == SCREEN_SLOS[0]) & (caps["strategy"] == "default")]
-    if base.empty or np.isnan(base["capacity"].iloc[0]):
+    base = lab_default(caps)
+    if base is None or np.isnan(base["capacity"]):
         return None
-    capacity, column = float(base["capacity"].iloc[0]), "longest decile TTFT P99 (ms)"
+    capacity, column = float(base["capacity"]), "longest decile TTFT P99 (ms)"
     facts = []
     for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
-        shared = sorted(set(rows.loc[rows["strategy"] == name, "rate"]) & set(rows.loc[rows["strategy"] == "default", "rate"]),
-                        key=float)
+        shared = shared_rates(rows, name)
         if not shared:
             continue
         rate = min(shared, key=lambda r: abs(float(r) - capacity))
@@ -693,7 +705,7 @@ def tail_bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
         facts.append(f"{strategy_label(name)} at {rate} req/s: {own.median():.1f} s (runs {span_text(own, 1)}) against "
                      f"{ref.median():.1f} s ({span_text(ref, 1)}), {times:.1f}x, "
                      + ("within the bar" if times <= TAIL_BAR else "over the bar"))
-    return (f"Tail bar (the longest tenth of prompts' TTFT P99 at the default's capacity, {base['text'].iloc[0]} req/s "
+    return (f"Tail bar (the longest tenth of prompts' TTFT P99 at the default's capacity, {base['text']} req/s "
             f"here, at most {TAIL_BAR:g}x the default's; read at the rate both ran nearest it, medians of the runs): "
             + "; ".join(facts) + ".") if facts else None
 
