@@ -304,6 +304,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
         rows.append({
             "setting": run.setting, "folder": run.folder, "file": run.path.name,
             "sitting": run.meta.get("machine_boot_id"), "gpu": (run.meta.get("gpu") or {}).get("name"),
+            "model": Path(run.meta["model"]).name if run.meta.get("model") else None,  # a local copy's path differs per host
             **dict(zip(("api servers", "clients"), run.served_by)),
             "strategy": cfg.strategy_variant,
             "workload": cfg.workload, "rate": cfg.rate_label, "run": cfg.run, "prompts": cfg.num_prompts,

@@ -27,6 +27,9 @@ SATURATED_CORE = 0.9  # a one-thread Python process at this share of a core has 
 SATURATED_GPU = 90.0  # GPU busy this % of the load window: the GPU sets the pace
 MIN_RUNS_TO_SEPARATE = 3  # 3 against 3: two equal strategies separate by chance 1 time in 10
 SCREEN_SLOS = ("ttft:500 tpot:50", "ttft:200 tpot:25")  # the lab's pair, and the tight one
+# The model the simulated screen's step model (results/steplogs/qwen3-0.6b_api-4.fit.json, a fit from
+# before fits recorded their host) was fitted on: its predictions stand beside GPU sweeps of this model only.
+SCREEN_MODEL = "qwen3-0.6b"
 REPLAY_METRICS = (*METRICS, THROUGHPUT)
 # The simulator's goals on held-out GPU points, as relative errors of the medians. Latency goals
 # hold below GOAL_LOAD_SHARE of the load's pace (near saturation TTFT is a queue that a few percent

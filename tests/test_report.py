@@ -19,7 +19,7 @@ from harness import results as layer, rules, step_model
 from harness.report import frontend, replay, slo, summary, task2, task3
 from harness.document import render_markdown
 from harness.provenance import read_json, record_paths
-from harness.study_file import Study, write_study
+from harness.study_file import Study, read_study, write_study
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SECTIONS = ("## 1 Environment", "## 2 Task 1", "## 3 The serving front end", "## 4 Task 2",
@@ -86,8 +86,11 @@ def test_report_from_the_committed_results(tmp_path):
     assert f"completeness stayed below 0.99 in {len(several) - kept} of {len(several)} of these runs" in lift
     assert "These runs are shown, not compared" in lift  # two clients started seconds apart
     # Below saturation (Poisson rates, Task 2 and Task 3 alike) the same count, from the files.
-    below = [r["frontend"] for r in runs if r["config"]["rate"] not in ("inf", None)
-             and r["config"]["task"] in ("task2", "task3")  # the line counts Task 2 and Task 3 runs
+    # The line counts Task 2 and Task 3 runs, a folder's group as its study file gives it.
+    grouped = {f.name: read_study(f).task for f in results.iterdir() if (f / "study.json").is_file()}
+    below = [r["frontend"] for f in sorted(results.iterdir()) if grouped.get(f.name) in ("task2", "task3")
+             for r in (read_json(p) for p in record_paths(f))
+             if "frontend" in r and not r.get("simulated") and r["config"]["rate"] not in ("inf", None)
              and r["config"].get("api_server_count", 1) > 1 and r["config"]["client_processes"] == 1]
     assert f"kept up in {sum(not f['lagged'] for f in below)} of {len(below)} runs" in lift
 
@@ -362,12 +365,12 @@ def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
             and f"{paced['gpu_ttft_p50_ms']:.1f} ms on the GPU against {paced['replay_ttft_p50_ms']:.1f} ms" in text)
     assert "decode_requests and context_tokens correlate at r 0.999" in text
     assert "carry at most 2046 of them" in text and "what steps at budget 8192 cost lies outside the data" in text
-    # One block per fit of another machine that replayed that machine's runs: the H100s 05d7de6c,
-    # 303e4375, 1bb4be6f and 7bb362be (two fits).
-    assert text.count("Held out on another machine: NVIDIA H100") == 5
+    # One block per fit of another machine: the H100s 05d7de6c, 303e4375, 1bb4be6f and 7bb362be (two
+    # fits) replayed that machine's runs; e7838961's two fits (0.6B and 8B) replayed other machines'.
+    assert text.count("Held out on another machine: NVIDIA H100") == 7
     lines = replay.other_host_summary(res, rules.replay_validation(res))
     first = [line for line in lines if "7bb362be" in line]
-    assert len(lines) == 5 and len(first) == 2
+    assert len(lines) == 7 and len(first) == 2
     assert all("budget 8192" in line and "at 30 req/s" in line for line in first)
     # The second machine's fit (budgets 2048 and 8192) against held-out budgets below them: how few
     # of its steps with prompt tokens are as small as budget 512's, counted from its step log.
@@ -376,6 +379,43 @@ def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
     prompt = x[:, 4] > 0
     assert (f"{int((prompt & (x[:, 1] <= 512)).sum())} of the calibration's {int(prompt.sum())} such steps do"
             in text.split("qwen3-0.6b_api-4_h100-05d7de6c_budgets.fit.json", 1)[1])
+
+
+def test_a_fit_replaying_another_machine_s_runs_says_so_with_their_attainment():
+    """A fit checked on runs of a machine it was not made on (the second steady sitting's fit on the
+    first sitting's runs) is named a transfer, with that machine's boot id from the run files, in
+    section 6b and section 7; its SLO attainment, replays against GPU runs, is read from the files."""
+    res = layer.Results.load(RESULTS)
+    v = rules.replay_validation(res)
+    text = render_markdown(replay.replay_section(res, v))
+    block = text.split("`qwen3-0.6b_api-4_h100-slo-steady-b.fit.json`)", 1)[1].split("\n### ", 1)[0]
+    fit = json.loads((RESULTS / "steplogs/qwen3-0.6b_api-4_h100-slo-steady-b.fit.json").read_text())
+    gpu_runs = [read_json(p) for p in sorted((RESULTS / "slo_api-4_heavy_steady").glob("*_run-*.json"))]
+    boots = {r["meta"]["machine_boot_id"] for r in gpu_runs}
+    assert len(boots) == 1 and not boots & set(fit["host"]["machine_boot_ids"])
+    assert f"Runs of another machine of the kind (boot id {boots.pop()}), which the fit never saw" in block
+    assert "Every run of the same machine" not in block
+    replays = [read_json(p) for p in sorted((RESULTS / "replay_slo_heavy_steady_heldout").glob("*.json.xz"))]
+    f_high = [r for r in replays if r["config"]["scheduler"] == "sjf-ontime" and r["config"]["rate"] == 86.7]
+    sim = sorted(r["summary"]["slo_attainment"]["ttft:500 tpot:50"]["attainment"] for r in f_high)
+    assert len(sim) == 3
+    sim_text = f"{sim[0]:.0%}" if f"{sim[0]:.0%}" == f"{sim[-1]:.0%}" else f"{sim[0]:.0%}-{sim[-1]:.0%}"
+    assert f"late requests last (wait_bound_s 5) at 86.7 req/s {sim_text.replace('%', '')}% against" in block
+    summary = [line for line in replay.other_host_summary(res, v) if "slo-steady-b" in line]
+    assert len(summary) == 1 and "on another machine's runs (boot id cb42ab8b)" in summary[0]
+
+
+def test_section_6b_leads_with_the_screen_s_fit_whatever_the_folders_are_called():
+    """The fit section 6b checks first is the one the simulated screen replays with (the H200's),
+    read from the replay files: a validation folder of another machine whose name sorts first
+    (replay_8b_...) does not take its place, and gets a block of its own."""
+    res = layer.Results.load(RESULTS)
+    screen = next((RESULTS / res.one_with_role("screen")).glob("*.json.xz"))
+    assert replay.main_fit(res) == read_json(screen)["step_model"]["file"]
+    assert sorted(res.with_role("replay-validation"))[0] == "replay_8b_heavy_steady_heldout"
+    text = render_markdown(replay.replay_section(res, rules.replay_validation(res)))
+    main = text.split("\n### ", 1)[0]
+    assert "qwen3-8b" not in main and "### Held out on another machine: NVIDIA H100 80GB HBM3 (`qwen3-8b_api-4_h100-capacity" in text
 
 
 def test_simulated_screen_capacity_recomputed_from_the_files():
@@ -829,7 +869,15 @@ def test_the_held_out_goals_apply_below_the_pace_and_where_throughput_is_the_pac
     assert 16 <= rules.GOAL_LOAD_SHARE * pace < 39
     latency = v[v["metric"] != layer.THROUGHPUT]
     held = latency[latency["goal applies"]]
-    assert set(held["rate"]) == {"16"} and set(held["workload"]) == {"random-1024in-256out"}
+    assert set(held.loc[held["workload"] == "random-1024in-256out", "rate"]) == {"16"}
+    # On the heavy load, the first steady sitting's machine: its fastest run (any folder) sets the pace.
+    steady = [layer.Run.read(p) for p in sorted((RESULTS / STEADY).glob("*_run-*.json"))]
+    boot = {r.meta["machine_boot_id"] for r in steady}
+    heavy_pace = max(r.completed_req_s for p in sorted(RESULTS.glob("*/*_run-*.json"))
+                     if (r := layer.Run.read(p)) and r.meta.get("machine_boot_id") in boot
+                     and r.config.workload == "heavy-burst0.5")
+    assert set(held.loc[held["workload"] != "random-1024in-256out", "rate"]) == {
+        r.config.rate_label for r in steady if r.config.rate <= rules.GOAL_LOAD_SHARE * heavy_pace}
     throughput = v[v["metric"] == layer.THROUGHPUT].set_index(["folder", "strategy", "workload", "rate"])
     assert throughput.loc[("task2_api-4", "default", "random-1024in-256out", "inf"), "goal applies"]
     assert not throughput.loc[("task2_api-4", "default", "random-1024in-256out", "16"), "goal applies"]
@@ -1003,3 +1051,25 @@ def test_the_tail_bar_sets_the_longest_tenth_s_ttft_p99_beside_the_default_s_at_
     fact = slo.tail_bar_fact(sweep.rows, sweep.caps)
     assert f"at 93.2 req/s: {statistics.median(p99['sjf-ontime']):.1f} s" in fact
     assert f"{times:.1f}x, {'within' if times <= slo.TAIL_BAR else 'over'} the bar" in fact
+
+
+STEADY_8B = "slo_qwen3-8b_api-4_heavy_steady"  # the 8B pair: default and F (W = 5 s) at 1.2x, 3 runs each
+
+
+def test_the_8b_pair_reads_as_an_slo_sweep_without_the_0_6b_screen_beside_it():
+    """The 8B pair's study file makes it an SLO study, so section 6 reads it with the steady-state
+    method; both strategies under 90% at their one rate give no ratio, only bounds; the screen's
+    prediction, of a Qwen3-0.6B step model, stands beside the 0.6B sweeps only (model from the files)."""
+    res = layer.Results.load(RESULTS)
+    assert STEADY_8B in slo.sweep_folders(res)
+    records = [read_json(p) for p in sorted((RESULTS / STEADY_8B).glob("*_run-*.json"))]
+    assert {Path(r["meta"]["model"]).name for r in records} == {"qwen3-8b"}
+    lab = [layer.Run.read(p).attainment("ttft:500 tpot:50")["attainment"]
+           for p in sorted((RESULTS / STEADY_8B).glob("*_run-*.json"))]  # from the per-request arrays
+    assert len(records) == 6 and max(lab) < rules.CAPACITY_ATTAINMENT
+    sweeps = slo.slo_sweeps(res)
+    text = render_markdown(slo.gpu_capacity_section(res, sweeps, slo.screen_tables(res)[1]))
+    blocks = {b.split(")", 1)[0]: b for b in text.split("#### GPU SLO capacity: heavy-burst0.5 (")[1:]}
+    assert "against the default's <31 req/s: both under their grids, no ratio" in blocks[STEADY_8B]
+    assert "The simulator's screen" not in blocks[STEADY_8B]
+    assert all("The simulator's screen" in blocks[f] for f in (STEADY, STEADY_B))

@@ -160,6 +160,14 @@ def fit_file(res: Results, replay_folder: str) -> str:
     return res.serving[replay_folder][0].sim["step_model"]["file"]
 
 
+def main_fit(res: Results) -> str:
+    """The fit section 6b checks first (the H200's): the one the simulated screen replays with, as
+    the screen is what section 6 reads the simulator for; without a screen, the first validation
+    folder's. Every other fit is another machine's, checked in a block of its own."""
+    screen = res.one_with_role("screen")
+    return fit_file(res, screen or res.with_role("replay-validation")[0])
+
+
 def cells_by_fit(res: Results, v: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The validation cells per step-time fit (its file), in the order the replay folders come."""
     return dict(tuple(v.groupby(v["replay folder"].map(lambda name: fit_file(res, name)), sort=False)))
@@ -172,25 +180,46 @@ def fit_and_gpu(res: Results, v: pd.DataFrame) -> tuple[dict[str, Any], str]:
     return sm, gpu
 
 
+def replayed_elsewhere(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> tuple[str, ...]:
+    """The machines (boot ids) whose GPU runs ``v`` replays but the fit ``sm`` was not made on: empty
+    where every replayed run comes from the fit's own machine (runs it did not see), else the check
+    is how the fit carries to another machine of its kind."""
+    fitted_on = set((sm.get("host") or {}).get("machine_boot_ids", []))
+    return tuple(h for folder in dict.fromkeys(v["folder"]) for h in res.studies[folder].hosts if h not in fitted_on)
+
+
+def held_out_runs_text(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> str:
+    """Whose runs a fit of another machine is checked on: its own machine's, or another's."""
+    elsewhere = replayed_elsewhere(res, sm, v)
+    if not elsewhere:
+        return "on that machine's runs its calibration did not see"
+    return f"on another machine's runs (boot id {', '.join(h[:8] for h in elsewhere)}), which its calibration never saw"
+
+
+def error_span(errors: pd.Series) -> str:
+    """'-43% to -9%', or one value where the ends agree as printed."""
+    low, high = f"{errors.min():+.0%}", f"{errors.max():+.0%}"
+    return low if low == high else f"{low} to {high}"
+
+
 def other_host_summary(res: Results, v_all: pd.DataFrame) -> list[str]:
     """Section 7's line per fit of another machine: its held-out errors, paced and at rate inf
     (``v_all``: ``rules.replay_validation``'s cells)."""
     if v_all.empty:
         return []
     by_fit = cells_by_fit(res, v_all)
-    by_fit.pop(fit_file(res, res.with_role("replay-validation")[0]))
+    by_fit.pop(main_fit(res))
     lines = []
     for fit, v in by_fit.items():
-        _, gpu = fit_and_gpu(res, v)
+        sm, gpu = fit_and_gpu(res, v)
         paced, flat_out = v[v["rate"] != "inf"], v[(v["rate"] == "inf") & (v["metric"] == THROUGHPUT)]
-        parts = [f"{unit_less(metric)} {paced.loc[paced['metric'] == metric, 'error'].min():+.0%} to "
-                 f"{paced.loc[paced['metric'] == metric, 'error'].max():+.0%}"
+        parts = [f"{unit_less(metric)} {error_span(paced.loc[paced['metric'] == metric, 'error'])}"
                  for metric in ("TTFT P50 (ms)", "TTFT P99 (ms)") if (paced["metric"] == metric).any()]
         if parts:
             parts[0] = f"at {', '.join(dict.fromkeys(paced['rate']))} req/s, {parts[0]}"
         parts += [f"throughput at rate inf, budget {b}: {e:+.0%}" for b, e in zip(flat_out["budget"], flat_out["error"])]
-        lines.append(f"Simulator on another machine ({gpu}, `{Path(fit).name}`), on that machine's runs its "
-                     f"calibration did not see: {'; '.join(parts)} (section 6b).")
+        lines.append(f"Simulator on another machine ({gpu}, `{Path(fit).name}`), "
+                     f"{held_out_runs_text(res, sm, v)}: {'; '.join(parts)} (section 6b).")
     return lines
 
 
@@ -213,9 +242,10 @@ def replay_section(res: Results, v_all: pd.DataFrame) -> list[Block]:
     if v_all.empty:
         return blocks + [para("No replay results (`results/replay_*/`): see README, \"Simulating a strategy\".",
                               place="both")]
-    first = res.with_role("replay-validation")[0]  # not empty: their replays gave ``v``
+    main = main_fit(res)
+    first = next(name for name in res.with_role("replay-validation") if fit_file(res, name) == main)
     by_fit = cells_by_fit(res, v_all)
-    v = by_fit.pop(fit_file(res, first))
+    v = by_fit.pop(main)
     runs = res.serving[first]
     sm, cpu = runs[0].sim["step_model"], pd.Series([r.sim["simulation"]["cpu_s"] for r in runs])
     coef = ", ".join(f"{k} {val:.3g}" for k, val in sm["coefficients"].items())
@@ -279,11 +309,37 @@ def other_host_blocks(res: Results, fit: str, v: pd.DataFrame) -> list[Block]:
                  f"vLLM {', '.join(host.get('vllm', []))}, {host.get('api_servers', '?')} API servers, budget "
                  f"{host.get('max_num_batched_tokens', '?')}): {sm['num_steps']} steps, R^2 {sm['r2']:.3f}, median "
                  f"relative error {sm['median_relative_error']:.1%}; {sm.get('method', 'least squares')}: {coef} (seconds)"
-                 f"{frontend_text(sm)}. Every run of the same machine "
-                 "that the fit did not see is replayed once with its own load and seed "
+                 f"{frontend_text(sm)}. {replayed_runs_text(res, sm, v)} "
                  "(`python -m harness.replay_study`). Cells: replays' median / GPU median (relative error)."),
             table(wide),
-            bullets([goal_fact(v, rank), ranking_fact(rank)] + fit_limit_facts(res, sm, v))]
+            bullets([goal_fact(v, rank), ranking_fact(rank), *attainment_fact(res, v)] + fit_limit_facts(res, sm, v))]
+
+
+def attainment_fact(res: Results, v: pd.DataFrame) -> list[str]:
+    """SLO attainment replayed against the GPU's, per point whose runs carry it (the SLO sweeps'):
+    the measure a capacity is read from, which the latency cells above only bracket. Paced points
+    only: at rate inf every request waits behind the whole load and none meets an SLO."""
+    parts = []
+    paced = v[v["rate"] != "inf"]
+    for (replays, folder, strategy, rate), _ in paced.groupby(["replay folder", "folder", "strategy", "rate"], sort=False):
+        pick = lambda rows: rows.loc[(rows["strategy"] == strategy) & (rows["rate"] == rate), "attainment"].dropna()  # noqa: E731
+        sim, real = pick(res.folder_rows(replays)), pick(res.folder_rows(folder))
+        if sim.empty or real.empty:
+            continue
+        parts.append(f"{strategy_label(strategy)} at {rate} req/s {span_text(sim * 100, 0)}% against "
+                     f"{span_text(real * 100, 0)}%")
+    if not parts:
+        return []
+    return ["SLO attainment (each run's SLO), replays against GPU runs (ranges over runs): " + "; ".join(parts) + "."]
+
+
+def replayed_runs_text(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> str:
+    """Section 6b's sentence on which runs a fit of another machine replays."""
+    elsewhere = replayed_elsewhere(res, sm, v)
+    if not elsewhere:
+        return "Every run of the same machine that the fit did not see is replayed once with its own load and seed"
+    return (f"Runs of another machine of the kind (boot id {', '.join(elsewhere)}), which the fit never saw, are "
+            "replayed once each with their own load and seed: how far the fit carries to another machine")
 
 
 def frontend_text(sm: dict[str, Any]) -> str:

@@ -18,8 +18,8 @@ from harness.document import Block, bullets, heading, image, para, table
 from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES, ENGINE_CORES, GPU_UTIL,
                              OFFERED_OUTPUT, PACE, STEP_MS, THIRDS, Results, point_table, provenance_line, shown,
                              sitting_text, span_text, strategy_label)
-from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_SLOS,
-                           CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
+from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_MODEL,
+                           SCREEN_SLOS, CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
                            steady_trend, third_change)
 from harness.report.text import lag_sentence, no_results
 from harness.study_file import Study
@@ -725,7 +725,7 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
                  if not sw.gaps else
                  [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
-        if not sim.empty and not sw.gaps:
+        if not sim.empty and not sw.gaps and set(rows["model"]) == {SCREEN_MODEL}:
             predicted = sim[sim["workload"].isin(workloads) & (sim["slo"] == SCREEN_SLOS[0])
                             & sim["strategy"].isin(set(rows["strategy"]))]
             replayed = any(folder in res.studies[n].replays_of for n in res.with_role("replay-validation"))
