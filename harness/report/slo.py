@@ -8,7 +8,6 @@ attainment and Pareto figures instead of point by point.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -64,7 +63,7 @@ def anchor_rows(res: Results) -> pd.DataFrame:
     rows = []
     for name in anchor_folders(res):
         runs, frame = res.serving[name], res.folder_rows(name)
-        rows.append({"folder": name, "model": Path(str(runs[0].meta.get("model"))).name,
+        rows.append({"folder": name, "model": " / ".join(dict.fromkeys(frame["model"].dropna())),
                      "GPU": " / ".join(dict.fromkeys(frame["gpu"].dropna())), "runs": len(runs),
                      "output (tok/s)": span_text(frame["Throughput (tok/s)"], 0),
                      "req/s at the mean output": span_text(frame["Throughput (tok/s)"] / HEAVY.mean_output_len(), 1),
