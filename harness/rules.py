@@ -256,11 +256,15 @@ def boot_capacities(g: pd.DataFrame, draws: int, rng: np.random.Generator) -> np
     return np.array([slo_capacity(pd.Series(rates), pd.Series(row)) for row in means])
 
 
-def interval_text(draws: np.ndarray, digits: int = 1, suffix: str = "") -> str:
-    """A 95% percentile interval, or n/a where a resample met the SLO at no rate of the grid."""
+def interval_text(draws: np.ndarray, digits: int = 1, suffix: str = "", open_top: bool = False) -> str:
+    """A 95% percentile interval, or n/a where a resample met the SLO at no rate of the grid.
+    ``open_top``: the capacity is over its grid, so a draw at the top rate means that rate or more
+    and the interval has no upper end."""
     if np.isnan(draws).any():
         return "n/a"
     lo, hi = np.percentile(draws, [2.5, 97.5])
+    if open_top:
+        return f"{lo:.{digits}f}{suffix} or more"
     return f"{lo:.{digits}f}-{hi:.{digits}f}{suffix}"
 
 
@@ -328,8 +332,9 @@ def capacity_table(att: pd.DataFrame, draws: int = 2000, paired: bool = True) ->
     boot = {key: boot_capacities(g, draws, np.random.default_rng(0 if paired else zlib.crc32(repr(key).encode())))
             for key, g in att.groupby(keys, sort=False)}  # unpaired: each group's own stream, stable
     grid = att.groupby(keys, sort=False)["rate"].agg(["min", "max"])
-    caps["95% interval"] = [interval_text(boot[tuple(k)]) for k in caps[keys].values]
     caps["grid"] = [grid_side(c, grid.loc[tuple(k), "max"]) for c, k in zip(caps["capacity"], caps[keys].values)]
+    caps["95% interval"] = [interval_text(boot[tuple(k)], open_top=side == "over")
+                            for side, k in zip(caps["grid"], caps[keys].values)]
     caps["text"] = [{"under": f"<{grid.loc[tuple(k), 'min']:.0f}", "over": f">={c:.0f}", "": f"{c:.1f}"}[side]
                     for c, side, k in zip(caps["capacity"], caps["grid"], caps[keys].values)]
     span = {tuple(k): capacity_bounds(c, side, grid.loc[tuple(k), "min"])

@@ -427,28 +427,41 @@ def attainment_ratio_text(att: pd.DataFrame, strategy: str, rate: float, draws: 
                                     "rate; the capacity ratio is the fair one" if base.mean() < 0.9 else ""))
 
 
+def bar_verdict(r: dict[str, Any]) -> str:
+    """Whether a strategy's capacity row (``rules.capacity_table``) meets ``CAPACITY_BAR``: "met",
+    "missed", or "open" where the grids leave it so (no ratio, a lower bound under 1.2x, an upper
+    bound over it)."""
+    value = r["vs default"]
+    if np.isnan(value):
+        return "open"
+    met = value >= 1.2 and r["ratio low"] > 1.0
+    if not r["bound"]:
+        return "met" if met else "missed"
+    if r["bound"] == "at least":
+        return "met" if met else "open"
+    return "missed" if value < 1.2 else "open"
+
+
 def ratio_text(r: dict[str, Any], base_grid: str) -> str:
     """A capacity ratio as the grids allow it (``base_grid``: the default's ``grid_side``): exact, a
     bound with the side the missing grid would settle, or no ratio; and whether it meets
-    ``CAPACITY_BAR``, misses it or leaves it open."""
+    ``CAPACITY_BAR``, misses it or leaves it open (``bar_verdict``)."""
     if np.isnan(r["vs default"]):
         return (": both over their grids, no ratio: each met the SLO at every rate it ran" if base_grid == "over"
                 else ": both under their grids, no ratio")
-    value, interval = r["vs default"], r["ratio interval"]
-    met = value >= 1.2 and r["ratio low"] > 1.0  # CAPACITY_BAR
+    value, interval, verdict = r["vs default"], r["ratio interval"], bar_verdict(r)
+    meeting = ("meeting" if verdict == "met" else "short of") + f" {CAPACITY_BAR}"
     if not r["bound"]:
-        return f": {value:.2f}x (95% interval {interval}), {'meeting' if met else 'short of'} {CAPACITY_BAR}"
+        return f": {value:.2f}x (95% interval {interval}), {meeting}"
     default_side = base_grid == ("under" if r["bound"] == "at least" else "over")
     why, widen = {("at least", True): ("the default met the SLO at none of its rates", "its grid goes lower"),
                   ("at least", False): ("the strategy met the SLO at every rate it ran", "the strategy's grid goes higher"),
                   ("at most", True): ("the default met the SLO at every rate it ran", "its grid goes higher"),
                   ("at most", False): ("the strategy met the SLO at none of its rates", "the strategy's grid goes lower"),
                   }[(r["bound"], default_side)]
-    settled = met if r["bound"] == "at least" else value < 1.2
-    verdict = ("meeting" if met else "short of") + f" {CAPACITY_BAR}"
     return (f": {r['bound']} {value:.2f}x (95% interval {interval}; "
             + ("an upper" if r["bound"] == "at most" else "a lower") + f" bound, {why}"
-            + (f"), {verdict}" if settled else
+            + (f"), {meeting}" if verdict != "open" else
                f", so whether the ratio reaches {CAPACITY_BAR} is open until {widen})"))
 
 
@@ -461,10 +474,23 @@ def shared_rates(frame: pd.DataFrame, name: str) -> list[Any]:
     return sorted(set(runs.get_group(name)) & set(runs.get_group("default")), key=float)
 
 
+def telling_rate(att: pd.DataFrame, name: str) -> float | None:
+    """The rate at which to set strategy ``name``'s attainment beside the default's, of those both
+    ran under one SLO pair (``att``): the lowest where either side's mean falls below the SLO's
+    90%, nearest the capacities; where both hold it at every shared rate, the highest, nearest the
+    crossings. A rate where both meet it for every request would read an uninformative 1.00x."""
+    shared = shared_rates(att, name)
+    if not shared:
+        return None
+    means = att.groupby(["strategy", "rate"])["attainment"].mean()
+    missed = [r for r in shared if min(means[(name, r)], means[("default", r)]) < 0.9]
+    return missed[0] if missed else shared[-1]
+
+
 def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | None = None) -> str:
     """One strategy's capacity against the default's under one SLO pair, with intervals, whether it
     meets ``CAPACITY_BAR``, and, given the runs' attainment ``att``, the attainment ratio at the
-    lowest rate both ran."""
+    rate ``telling_rate`` picks."""
     base = caps[(caps["slo"] == r["slo"]) & (caps["workload"] == r["workload"]) & (caps["strategy"] == "default")]
     head = (f"{strategy_label(r['strategy'])}, SLO `{r['slo']}`: capacity {r['text']} req/s (95% interval "
             f"{r['95% interval']}) against the default's {base['text'].iloc[0]} req/s")
@@ -472,8 +498,8 @@ def capacity_fact(r: dict[str, Any], caps: pd.DataFrame, att: pd.DataFrame | Non
     if att is None:
         return head + "."
     mine = att[(att["slo"] == r["slo"]) & (att["workload"] == r["workload"])]
-    shared = shared_rates(mine, r["strategy"])
-    return head + (f"; {attainment_ratio_text(mine, r['strategy'], shared[0])}." if shared else ".")
+    rate = telling_rate(mine, r["strategy"])
+    return head + (f"; {attainment_ratio_text(mine, r['strategy'], rate)}." if rate is not None else ".")
 
 
 def price_fact(rows: pd.DataFrame, caps: pd.DataFrame | None = None) -> str:
@@ -655,28 +681,38 @@ def lab_default(caps: pd.DataFrame) -> dict[str, Any] | None:
     return None if base.empty else base.iloc[0].to_dict()
 
 
-def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
-    """What the 1.2x bar asks of a sweep whose default crossed 90% inside its grid under the lab's
-    pair: the rate a strategy must hold the SLO at, and how the engine fared at the rates at or
-    above it that any strategy ran (no order can hold the SLO where the engine falls behind). None
-    where the default's capacity is a bound."""
-    base = lab_default(caps)
-    if base is None or base["grid"] or np.isnan(base["capacity"]):
-        return None
-    target = 1.2 * float(base["capacity"])
-    high = rows[rows["rate"].astype(float) >= target]
-    if high.empty:
-        return (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s under the lab's pair; "
-                "no run of this sweep offered that much.")
-    seen = "; ".join(
+def engine_fared(runs: pd.DataFrame) -> str:
+    """For each strategy and rate of ``runs``: in how many runs the engine fell behind the arrivals,
+    what it completed, how long a step took and how busy the GPU was, and the SLO attainment."""
+    return "; ".join(
         f"{strategy_label(name)} at {rate} req/s fell behind in {int(g[PACE].map(overloaded).sum())} of {len(g)} "
         f"runs (output pace {span_text(g[PACE], 2)}, completing {span_text(g[COMPLETED], 1)} req/s, a step "
-        f"{span_text(g[STEP_MS], 1)} ms on average) and met the SLO for {span_text(g['attainment'] * 100, 0)}% "
-        "of requests"
-        for (name, rate), g in high.groupby(["strategy", "rate"], sort=False))
+        f"{span_text(g[STEP_MS], 1)} ms on average, GPU busy {span_text(g[GPU_UTIL], 0)}%) and met the SLO for "
+        f"{span_text(g['attainment'] * 100, 0)}% of requests"
+        for (name, rate), g in runs.groupby(["strategy", "rate"], sort=False))
+
+
+def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
+    """What the 1.2x bar asks of a sweep whose default has a capacity under the lab's pair: the rate
+    a strategy must hold the SLO at (at least that, where the default met the SLO at every rate
+    and its capacity is a lower bound), and how the engine fared at the rates at or above it that
+    any strategy ran, else at the sweep's top rate (no order can hold the SLO where the engine falls
+    behind). None where the default met the SLO at none of its rates."""
+    base = lab_default(caps)
+    if base is None or np.isnan(base["capacity"]):
+        return None
+    target = 1.2 * float(base["capacity"])
+    asked = (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s"
+             f"{' or more' if base['grid'] == 'over' else ''} under the lab's pair (1.2x the default's "
+             f"{base['text']} req/s)")
+    rate = rows["rate"].astype(float)
+    high = rows[rate >= target]
+    if high.empty:
+        return (f"{asked}; no run of this sweep offered that much. At its top rate: "
+                f"{engine_fared(rows[rate == rate.max()])}. No order holds the SLO where the engine falls behind "
+                "the arrivals.")
     absent = sorted(set(rows["strategy"]) - set(high["strategy"]))
-    return (f"The 1.2x bar asks a strategy to meet the SLO at {target:.1f} req/s under the lab's pair (1.2x the "
-            f"default's {base['text']} req/s): {seen}"
+    return (f"{asked}: {engine_fared(high)}"
             + (f"; {', '.join(strategy_label(a) for a in absent)} did not run that high" if absent else "")
             + ". No order holds the SLO where the engine falls behind the arrivals.")
 
@@ -684,35 +720,58 @@ def bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
 TAIL_BAR = 2.0  # the goal's tail: the longest tenth's TTFT P99 at the default's capacity, at most this x the default's
 
 
-def tail_bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
-    """The goal's tail check, per strategy: at the rate both it and the default ran nearest the
-    default's capacity under the lab's pair, the longest tenth of prompts' TTFT P99 (median over the
-    runs, their range beside it) against the default's, and whether it is within ``TAIL_BAR``
-    times. None where the default's capacity is unknown or no rate was shared."""
+@dataclass(frozen=True)
+class TailRead:
+    """The goal's tail check for one strategy: at ``rate`` (the shared rate nearest the default's
+    capacity), the longest tenth of prompts' TTFT P99 (s) in each of its runs and the default's."""
+
+    rate: str
+    own: pd.Series
+    ref: pd.Series
+
+    @property
+    def times(self) -> float:
+        """The strategy's median over the default's: at most ``TAIL_BAR`` meets the goal's tail."""
+        return self.own.median() / self.ref.median()
+
+
+def tail_reads(rows: pd.DataFrame, caps: pd.DataFrame) -> dict[str, TailRead]:
+    """Per strategy other than the default, its ``TailRead`` at the rate both it and the default ran
+    nearest the default's capacity under the lab's pair; empty where that capacity is unknown."""
     base = lab_default(caps)
     if base is None or np.isnan(base["capacity"]):
-        return None
+        return {}
     capacity, column = float(base["capacity"]), "longest decile TTFT P99 (ms)"
-    facts = []
+    reads = {}
     for name in (s for s in dict.fromkeys(rows["strategy"]) if s != "default"):
         shared = shared_rates(rows, name)
-        if not shared:
-            continue
-        rate = min(shared, key=lambda r: abs(float(r) - capacity))
-        own, ref = (rows.loc[(rows["strategy"] == s) & (rows["rate"] == rate), column] / 1000 for s in (name, "default"))
-        times = own.median() / ref.median()
-        facts.append(f"{strategy_label(name)} at {rate} req/s: {own.median():.1f} s (runs {span_text(own, 1)}) against "
-                     f"{ref.median():.1f} s ({span_text(ref, 1)}), {times:.1f}x, "
-                     + ("within the bar" if times <= TAIL_BAR else "over the bar"))
-    return (f"Tail bar (the longest tenth of prompts' TTFT P99 at the default's capacity, {base['text']} req/s "
-            f"here, at most {TAIL_BAR:g}x the default's; read at the rate both ran nearest it, medians of the runs): "
-            + "; ".join(facts) + ".") if facts else None
+        if shared:
+            rate = min(shared, key=lambda r: abs(float(r) - capacity))
+            own, ref = (rows.loc[(rows["strategy"] == s) & (rows["rate"] == rate), column] / 1000
+                        for s in (name, "default"))
+            reads[name] = TailRead(rate, own, ref)
+    return reads
+
+
+def tail_bar_fact(rows: pd.DataFrame, caps: pd.DataFrame) -> str | None:
+    """The goal's tail check, per strategy (``tail_reads``): the longest tenth of prompts' TTFT P99
+    (median over the runs, their range beside it) against the default's, and whether it is within
+    ``TAIL_BAR`` times. None where the default's capacity is unknown or no rate was shared."""
+    reads = tail_reads(rows, caps)
+    if not reads:
+        return None
+    facts = [f"{strategy_label(name)} at {t.rate} req/s: {t.own.median():.1f} s (runs {span_text(t.own, 1)}) against "
+             f"{t.ref.median():.1f} s ({span_text(t.ref, 1)}), {t.times:.1f}x, "
+             + ("within the bar" if t.times <= TAIL_BAR else "over the bar") for name, t in reads.items()]
+    return (f"Tail bar (the longest tenth of prompts' TTFT P99 at the default's capacity, {lab_default(caps)['text']} "
+            f"req/s here, at most {TAIL_BAR:g}x the default's; read at the rate both ran nearest it, medians of the "
+            "runs): " + "; ".join(facts) + ".")
 
 
 def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFrame) -> list[Block]:
     """SLO sweeps measured on the GPU: attainment per rate, capacity per strategy with
-    bootstrap intervals, attainment at the lowest rate both ran, which component set the pace,
-    and the simulator's prediction for the same load beside it."""
+    bootstrap intervals, the attainment ratio at one shared rate (``telling_rate``), which
+    component set the pace, and the simulator's prediction for the same load beside it."""
     blocks: list[Block] = []
     for folder, sw in sweeps.items():
         rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps

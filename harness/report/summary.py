@@ -8,12 +8,13 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.document import Block, bullets, heading
-from harness.results import BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, Results, load_label, span_text, task2_table
+from harness.results import (BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, Results, load_label, span_text,
+                             strategy_label, task2_table)
 from harness.rules import MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, below_pairs, chat_budget, kept_up, ratio, trend_verdict
 from harness.report.frontend import lift_rows, several_api_servers, task2_verdicts
 from harness.report.replay import other_host_summary
-from harness.report.slo import (Sweep, anchor_summary, bar_fact, capacity_fact, capacity_folders, steady_count,
-                                tail_bar_fact, transient_note)
+from harness.report.slo import (CAPACITY_BAR, TAIL_BAR, Sweep, anchor_summary, bar_fact, bar_verdict, capacity_fact,
+                                capacity_folders, steady_count, tail_bar_fact, tail_reads, transient_note)
 from harness.report.task2 import THEORY
 from harness.report.task3 import handout_rate_answers, one_length_points, separations, sjf_handout_answers
 from harness.report.text import factor
@@ -63,6 +64,7 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
         items += [f"SLO capacity on the GPU ({folder}, lab's pair): " + capacity_fact(r, caps, sw.att)
                   + (f" {state}" if state else "") + (f" {bars}" if bars else "")
                   for r in caps[caps["strategy"] != "default"].to_dict("records")]
+    items += [t for t in [goal_summary(sweeps)] if t]
     items += other_host_summary(res, validation)
     lift = lift_rows(res)
     several = several_api_servers(lift) if not lift.empty else lift
@@ -74,6 +76,31 @@ def summary_section(res: Results, sweeps: dict[str, Sweep], validation: pd.DataF
                      f"was busy {span_text(several[GPU_UTIL], 0)}%"
                      + "".join(f"; {t}" for t in [rate_inf_lag_text(res.rows("task2", "task3", "slo"))] if t) + ".")
     return [heading("7 Summary"), bullets(items)]
+
+
+def goal_summary(sweeps: dict[str, Sweep]) -> str | None:
+    """The SLO study's goal over every steady-state sweep on the GPU (the transients left out): for
+    each strategy and sweep, its capacity ratio under the lab's pair with ``bar_verdict``, and its
+    longest tenth's TTFT P99 against the default's (``tail_reads``); met only where both hold."""
+    reads, met = [], []
+    steady = {f: sw for f, sw in sweeps.items() if not sw.gaps and transient_note(sw.rows) is None}
+    for folder, sw in steady.items():
+        caps = sw.caps[sw.caps["slo"] == SCREEN_SLOS[0]]
+        tails = tail_reads(sw.rows, sw.caps)
+        for r in caps[caps["strategy"] != "default"].to_dict("records"):
+            verdict, tail = bar_verdict(r), tails.get(r["strategy"])
+            ratio = "no ratio" if pd.isna(r["vs default"]) else f"{r['bound']} {r['vs default']:.2f}x".strip()
+            tail_text = f"tail {tail.times:.1f}x" if tail else "tail not read"
+            reads.append(f"{folder}, {strategy_label(r['strategy'])}: {ratio} ({verdict}), {tail_text}")
+            if verdict == "met" and tail and tail.times <= TAIL_BAR:
+                met.append(f"{folder}, {strategy_label(r['strategy'])}")
+    if not reads:
+        return None
+    return (f"The SLO study's goal, {CAPACITY_BAR} with the longest tenth of prompts' TTFT P99 at the default's "
+            f"capacity at most {TAIL_BAR:g}x the default's, over the {len(steady)} steady-state sweeps on the GPU: "
+            + (f"met by {'; '.join(met)}" if met else "met by no strategy in any of them")
+            + ". Capacity ratio (whether it meets the bar; open where the grids leave it unsettled) and the tail "
+            "against the default's, per strategy: " + "; ".join(reads) + " (section 6).")
 
 
 def task2_rate_summary(rows: pd.DataFrame) -> list[str]:
