@@ -659,20 +659,31 @@ def steady_count(rows: pd.DataFrame) -> str | None:
 
 def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
     """Where a sweep's rates are shares of a rate-inf throughput measured just before
-    (``load.rate_from``): that figure, and the runs above it that kept pace, which show that a
-    burst sent all at once reads less than the engine sustains on the load. None for a fixed grid."""
+    (``load.rate_from``): that figure, and what the runs offered more than it emitted over their
+    arrival window where they kept pace (output pace x the draw's offered output, in requests at
+    the load's mean output length). Above the figure, a burst sent all at once read less than the
+    engine sustains on the load; at or under it, the figure is about what it sustains. (The whole
+    run's completed rate, drain included, reads lower than either.) None for a fixed grid."""
+    from harness.workloads import HEAVY
     if study.capacity_from is None or study.capacity_rate is None:
         return None
     above = rows[rows["rate"].astype(float) > study.capacity_rate]
-    above = above.assign(paced=~above[PACE].map(overloaded))
-    kept = "; ".join(f"{strategy_label(name)} in {int(g['paced'].sum())} of {len(g)} (completing "
-                     f"{span_text(g.loc[g['paced'], COMPLETED], 1)} req/s)"
+    above = above.assign(paced=~above[PACE].map(overloaded),
+                         sustained=above[PACE] * above[OFFERED_OUTPUT] / HEAVY.mean_output_len())
+    paced = above[above["paced"]]
+    head = (f"Rates are shares of {study.capacity_rate:g} req/s, the rate-inf throughput that `{study.capacity_from}` "
+            "measured just before on the same machine, in requests at the load's mean output length")
+    if paced.empty:
+        return head + "."
+    kept = "; ".join(f"{strategy_label(name)} in {int(g['paced'].sum())} of {len(g)} (emitting "
+                     f"{span_text(g.loc[g['paced'], 'sustained'], 1)} req/s)"
                      for name, g in above.groupby("strategy", sort=False) if g["paced"].any())
-    return (f"Rates are shares of {study.capacity_rate:g} req/s, the rate-inf throughput that `{study.capacity_from}` "
-            "measured just before on the same machine, in requests at the load's mean output length"
-            + (f". Above it, runs kept pace (output pace at least {1 - OVERLOAD_SHORTFALL:.2f}): {kept}: that "
-               "throughput, every prompt sent at once, anchors the grid and is not the most the engine sustains "
-               "on this load." if kept else "."))
+    beyond = paced["sustained"].max() > study.capacity_rate
+    return (f"{head}. Above it, runs kept pace (output pace at least {1 - OVERLOAD_SHORTFALL:.2f}): {kept}, over "
+            "their arrival windows, at the mean output length: "
+            + ("that throughput, every prompt sent at once, anchors the grid and is not the most the engine "
+               "sustains on this load." if beyond else
+               "about that throughput, every prompt sent at once, which anchors the grid."))
 
 
 def lab_default(caps: pd.DataFrame) -> dict[str, Any] | None:
