@@ -48,6 +48,7 @@ SLO_COLUMNS = ("attainment", "goodput (req/s)")
 COMPLETED = "completed (req/s)"  # requests completed per second, beside the offered rate
 STEP_MS = "mean step (ms)"  # the client's whole run over the scheduler's steps in it, idle steps too
 OFFERED_OUTPUT = "offered output (tok/s)"  # what the run's draw asked for over its arrival window
+EMITTED_OUTPUT = "emitted output (tok/s)"  # what the engine emitted over that window (output pace's numerator)
 PACE = "output pace"  # output emitted / output offered over the arrival window: below 1, overload
 # Attainment of the requests arriving in each third of a run's window: the steady-state check
 THIRDS = ("first third attainment", "middle third attainment", "last third attainment")
@@ -219,6 +220,13 @@ class Run:
         return stored["offered_tok_s"] if stored else None
 
     @property
+    def emitted_output_tok_s(self) -> float | None:
+        """The output tokens a second the engine emitted over the run's arrival window (the
+        numerator of ``output_pace``), as stored; None where the run stored no pace."""
+        stored = self.summary.get("output_pace")
+        return stored["emitted_tok_s"] if stored else None
+
+    @property
     def served_by(self) -> tuple[int, int]:
         """(API-server processes, client processes); files from before the knobs had one each."""
         return self.config.api_server_count, self.config.client_processes
@@ -314,7 +322,7 @@ def run_rows(loaded: list[Run]) -> pd.DataFrame:
             "client throughput (tok/s)": run.client.get("output_throughput"),
             "attainment": attained["attainment"], "goodput (req/s)": attained["goodput_req_s"],
             "token attainment": attained.get("token_attainment"), COMPLETED: run.completed_req_s,
-            PACE: run.output_pace, OFFERED_OUTPUT: run.offered_output_tok_s,
+            PACE: run.output_pace, OFFERED_OUTPUT: run.offered_output_tok_s, EMITTED_OUTPUT: run.emitted_output_tok_s,
             **dict(zip(THIRDS, attained.get("by_third") or (None, None, None))),
             **{f"longest decile {name}": (attained.get("longest_decile") or {}).get(key) for name, key in (
                 ("attainment", "attainment"), ("TTFT P99 (ms)", "ttft_p99_ms"), ("TTFT max (ms)", "ttft_max_ms"))},
