@@ -256,6 +256,40 @@ def test_unpack_sh_keeps_a_study_folder_as_results_keeps_it(tmp_path):
     assert run(["bash", str(KIT / "unpack.sh"), str(tmp_path / "missing.tar.xz"), str(results)]).returncode != 0
 
 
+def _study_tarball(tmp_path, name: str, boots: list[str], run_file: str):
+    """A study folder as device_study.sh packs it: a run file and a study.json naming its hosts."""
+    study = tmp_path / name / "some_study"
+    study.mkdir(parents=True)
+    (study / run_file).write_text('{"summary": {}}\n')
+    hosts = [{"machine_boot_id": boot, "runs": [run_file]} for boot in boots]
+    (study / "study.json").write_text(json.dumps({"schema_version": 1, "order": [], "hosts": hosts}))
+    tarball = tmp_path / f"{name}.tar.xz"
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(study, arcname="some_study")
+    return tarball
+
+
+def test_unpack_sh_refuses_a_study_restarted_on_another_machine(tmp_path):
+    """A later tarball of the same sitting (its hosts include the folder's) is taken; one whose study
+    started afresh on another machine is refused with nothing changed, so the order and hosts of
+    the runs already held are not overwritten and one folder never mixes machines."""
+    results = tmp_path / "results"
+    results.mkdir()
+    first = _study_tarball(tmp_path, "first", ["boot-a"], "run-1.json")
+    assert run(["bash", str(KIT / "unpack.sh"), str(first), str(results)]).returncode == 0
+    later = _study_tarball(tmp_path, "later", ["boot-a", "boot-a"], "run-2.json")
+    assert run(["bash", str(KIT / "unpack.sh"), str(later), str(results)]).returncode == 0
+    folder = results / "some_study"
+    assert sorted(p.name for p in folder.iterdir()) == ["run-1.json", "run-2.json", "study.json"]
+    held = (folder / "study.json").read_text()
+    elsewhere = _study_tarball(tmp_path, "elsewhere", ["boot-b"], "run-3.json")
+    refused = run(["bash", str(KIT / "unpack.sh"), str(elsewhere), str(results)])
+    assert refused.returncode == 3 and "boot-a" in refused.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["run-1.json", "run-2.json", "study.json"]
+    assert (folder / "study.json").read_text() == held
+    assert sorted(p.name for p in results.iterdir()) == ["some_study"]
+
+
 def test_device_chain_runs_plans_in_order_across_calls(tmp_path):
     """device_chain.sh, with device_study.sh in its place answering as a study would (exit 3: runs
     left, 0: done): one command serves every call; a finished plan is skipped, the first with runs

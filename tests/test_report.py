@@ -394,7 +394,10 @@ def test_a_fit_replaying_another_machine_s_runs_says_so_with_their_attainment():
     gpu_runs = [read_json(p) for p in sorted((RESULTS / "slo_api-4_heavy_steady").glob("*_run-*.json"))]
     boots = {r["meta"]["machine_boot_id"] for r in gpu_runs}
     assert len(boots) == 1 and not boots & set(fit["host"]["machine_boot_ids"])
-    assert f"Runs of another machine of the kind (boot id {boots.pop()}), which the fit never saw" in block
+    third = json.loads((RESULTS / "slo_api-4_heavy_steady_c" / "default_mnbt-2048_rate-52.3_run-1.json").read_text())
+    elsewhere = {*boots, third["meta"]["machine_boot_id"]}  # the first sitting's machine, and the third's
+    sentence = block.split("Runs of 2 other machines of the kind (boot ids ", 1)[1].split("), which the fit never saw", 1)[0]
+    assert len(elsewhere) == 2 and set(sentence.split(", ")) == elsewhere
     assert "Every run of the same machine" not in block
     replays = [read_json(p) for p in sorted((RESULTS / "replay_slo_heavy_steady_heldout").glob("*.json.xz"))]
     f_high = [r for r in replays if r["config"]["scheduler"] == "sjf-ontime" and r["config"]["rate"] == 86.7]
@@ -403,7 +406,8 @@ def test_a_fit_replaying_another_machine_s_runs_says_so_with_their_attainment():
     sim_text = f"{sim[0]:.0%}" if f"{sim[0]:.0%}" == f"{sim[-1]:.0%}" else f"{sim[0]:.0%}-{sim[-1]:.0%}"
     assert f"late requests last (wait_bound_s 5) at 86.7 req/s {sim_text.replace('%', '')}% against" in block
     summary = [line for line in replay.other_host_summary(res, v) if "slo-steady-b" in line]
-    assert len(summary) == 1 and "on another machine's runs (boot id cb42ab8b)" in summary[0]
+    assert len(summary) == 1 and "on 2 other machines' runs (boot ids " in summary[0]
+    assert all(f"{boot[:8]}" in summary[0] for boot in elsewhere)
 
 
 def test_section_6b_leads_with_the_screen_s_fit_whatever_the_folders_are_called():
@@ -1143,7 +1147,7 @@ def test_the_summary_states_the_goal_over_every_steady_sweep():
     assert {STEADY, STEADY_B, STEADY_8B} <= steady and "task3_api-4_heavy" in sweeps
     line = summary.goal_summary(sweeps)
     assert f"over the {len(steady)} steady-state sweeps on the GPU" in line
-    assert all(f"{f}, " in line for f in steady) and "task3_api-4_heavy" not in line
+    assert all(f"{f}, " in line or f"{f}: " in line for f in steady) and "task3_api-4_heavy" not in line
     assert "met by no strategy in any of them" in line  # no committed sweep shows 1.2x with the tail bar
     caps = sweeps[STEADY].caps.set_index(["slo", "strategy"]).loc["ttft:500 tpot:50"]
     tail = slo.tail_reads(sweeps[STEADY].rows, sweeps[STEADY].caps)
@@ -1151,4 +1155,22 @@ def test_the_summary_states_the_goal_over_every_steady_sweep():
     assert (f"{STEADY}, {layer.strategy_label(f_name)}: at most {caps.loc[f_name, 'vs default']:.2f}x (missed), "
             f"tail {tail[f_name].times:.1f}x") in line
     assert f"{STEADY_8B}, {layer.strategy_label(f_name)}: no ratio (open), tail not read" in line
+    cut = [f for f in steady if sweeps[f].gaps]  # a sitting that ran out of device time
+    assert cut and all(f"{f}: not read ({'; '.join(sweeps[f].gaps)})" in line for f in cut)
     assert summary.goal_summary({}) is None
+
+
+def test_a_cut_steady_sitting_still_states_its_anchor_and_what_it_lacks():
+    """A steady sitting cut short (the third 0.6B sitting: 9 of 12 runs, two at some points) reads
+    no capacity, says what it lacks, and still says what its paced runs emitted against the anchor
+    its rates are shares of: there, more than the anchor, so the anchor is no ceiling."""
+    res = layer.Results.load(RESULTS)
+    sweeps = slo.slo_sweeps(res)
+    cut = "slo_api-4_heavy_steady_c"
+    assert sweeps[cut].gaps
+    text = render_markdown(slo.gpu_capacity_section(res, {cut: sweeps[cut]}, slo.screen_tables(res)[1]))
+    assert f"GPU SLO sweep: heavy-burst0.5 ({cut})" in text
+    assert f"No capacity with intervals is read from these runs: {'; '.join(sweeps[cut].gaps)}." in text
+    study = res.studies[cut]
+    assert f"Rates are shares of {study.capacity_rate:g} req/s" in text
+    assert "is not the most the engine sustains on this load" in text

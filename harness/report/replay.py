@@ -193,7 +193,8 @@ def held_out_runs_text(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> str
     elsewhere = replayed_elsewhere(res, sm, v)
     if not elsewhere:
         return "on that machine's runs its calibration did not see"
-    return f"on another machine's runs (boot id {', '.join(h[:8] for h in elsewhere)}), which its calibration never saw"
+    whose = "another machine's" if len(elsewhere) == 1 else f"{len(elsewhere)} other machines'"
+    return f"on {whose} runs ({boot_ids_text([h[:8] for h in elsewhere])}), which its calibration never saw"
 
 
 def error_span(errors: pd.Series) -> str:
@@ -338,8 +339,18 @@ def replayed_runs_text(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> str
     elsewhere = replayed_elsewhere(res, sm, v)
     if not elsewhere:
         return "Every run of the same machine that the fit did not see is replayed once with its own load and seed"
-    return (f"Runs of another machine of the kind (boot id {', '.join(elsewhere)}), which the fit never saw, are "
+    return (f"Runs of {machines_text(elsewhere)} of the kind ({boot_ids_text(elsewhere)}), which the fit never saw, are "
             "replayed once each with their own load and seed: how far the fit carries to another machine")
+
+
+def machines_text(boots: list[str]) -> str:
+    """'another machine' or 'N other machines'."""
+    return "another machine" if len(boots) == 1 else f"{len(boots)} other machines"
+
+
+def boot_ids_text(boots: list[str]) -> str:
+    """'boot id A' or 'boot ids A, B'."""
+    return f"boot id{'s' if len(boots) > 1 else ''} {', '.join(boots)}"
 
 
 def frontend_text(sm: dict[str, Any]) -> str:

@@ -789,11 +789,10 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps
         workloads = sorted(set(rows["workload"]))
         wide = attainment_grid(att, ["slo", "strategy"])
-        facts = ([t for t in [transient_note(rows), anchor_fact(rows, res.studies[folder])] if t]
-                 + [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
-                 + [t for t in [bar_fact(rows, caps), tail_bar_fact(rows, caps)] if t] + [price_fact(rows, caps)]
-                 if not sw.gaps else
-                 [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
+        facts = [t for t in [transient_note(rows), anchor_fact(rows, res.studies[folder])] if t] + (
+            [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
+            + [t for t in [bar_fact(rows, caps), tail_bar_fact(rows, caps)] if t] + [price_fact(rows, caps)]
+            if not sw.gaps else [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])
         point = point_table(rows, ["strategy", "rate"])
         if not sim.empty and not sw.gaps and set(rows["model"]) == {SCREEN_MODEL}:
             predicted = sim[sim["workload"].isin(workloads) & (sim["slo"] == SCREEN_SLOS[0])
