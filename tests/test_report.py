@@ -1174,3 +1174,15 @@ def test_a_cut_steady_sitting_still_states_its_anchor_and_what_it_lacks():
     study = res.studies[cut]
     assert f"Rates are shares of {study.capacity_rate:g} req/s" in text
     assert "is not the most the engine sustains on this load" in text
+
+
+def test_a_machine_whose_runs_fill_two_folders_counts_once_among_those_a_fit_replays():
+    """The third 0.6B sitting's capacity and SLO folders come from one boot: a fit replaying both
+    is checked on one other machine, not two."""
+    res = layer.Results.load(RESULTS)
+    folders = ["calib_capacity_qwen3-0.6b_api-4_heavy_c", "slo_api-4_heavy_steady_c"]
+    assert len({h for f in folders for h in res.studies[f].hosts}) == 1
+    elsewhere = replay.replayed_elsewhere(res, {}, pd.DataFrame({"folder": folders}))
+    assert elsewhere == res.studies[folders[0]].hosts
+    assert replay.replayed_runs_text(res, {}, pd.DataFrame({"folder": folders})).startswith(
+        "Runs of another machine of the kind (boot id ")

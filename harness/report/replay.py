@@ -185,7 +185,8 @@ def replayed_elsewhere(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> tup
     where every replayed run comes from the fit's own machine (runs it did not see), else the check
     is how the fit carries to another machine of its kind."""
     fitted_on = set((sm.get("host") or {}).get("machine_boot_ids", []))
-    return tuple(h for folder in dict.fromkeys(v["folder"]) for h in res.studies[folder].hosts if h not in fitted_on)
+    return tuple(dict.fromkeys(h for folder in dict.fromkeys(v["folder"]) for h in res.studies[folder].hosts
+                               if h not in fitted_on))  # one machine's two folders count once
 
 
 def held_out_runs_text(res: Results, sm: dict[str, Any], v: pd.DataFrame) -> str:

@@ -144,14 +144,14 @@ def screen_section(res: Results, att: pd.DataFrame, caps: pd.DataFrame) -> list[
                      for s, g in gaining.groupby("strategy", sort=False))
     capped = ours[ours["grid"] == "over"]  # met at the grid's top rate: a lower bound
     bound = ("" if capped.empty else " Where a capacity reads '>=', every grid rate met the SLO: the ratio is a lower "
-             "bound, and the grid must reach higher rates before a strategy is ruled out of 1.2x.")
+             f"bound, and the grid must reach higher rates before a strategy is ruled out of {CAPACITY_FACTOR:g}x.")
     top = ours.loc[ours["vs default"].idxmax()]
     reached = ours[(ours["vs default"] >= CAPACITY_FACTOR) & (ours["ratio low"] > 1.0)]  # CAPACITY_BAR
     names = sorted(set(map(strategy_label, reached["strategy"])))
     verdict = (f"In the simulator {' and '.join(names)} reach{'es' * (len(names) == 1)} "
-               "1.2x the default's SLO capacity with an interval above 1.0: candidates, to be confirmed on "
-               "the GPU" if not reached.empty else
-               f"No strategy {'is shown to reach' if bound else 'reaches'} 1.2x the default's SLO "
+               f"{CAPACITY_FACTOR:g}x the default's SLO capacity with an interval above 1.0: candidates, to be "
+               "confirmed on the GPU" if not reached.empty else
+               f"No strategy {'is shown to reach' if bound else 'reaches'} {CAPACITY_FACTOR:g}x the default's SLO "
                "capacity in the simulator")
     verdict += (f" (best: {strategy_label(top['strategy'])} {ratio_cell(top['vs default'], top['bound'])}"
                 f", 95% interval {top['ratio interval']}, {top['workload']}, {top['slo']}).")
@@ -292,8 +292,8 @@ def ceiling_fact(rows: pd.DataFrame) -> str | None:
     return (f"Ceiling: in steady state no order serves more than the engine's pace, at most {pace:.1f} req/s "
             f"completed here, and the default met the SLO for {CAPACITY_ATTAINMENT:.0%} of requests or more, "
             f"settled, at {base:g} req/s; so no strategy's steady-state SLO capacity on this load exceeds "
-            f"{pace / base:.2f}x the default's in the simulator. A 1.2x gain is out of reach by reordering "
-            "here: what an order changes past the pace is who waits.")
+            f"{pace / base:.2f}x the default's in the simulator. A {CAPACITY_FACTOR:g}x gain is out of reach by "
+            "reordering here: what an order changes past the pace is who waits.")
 
 
 def points_span(shares: pd.Series) -> str:
