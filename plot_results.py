@@ -171,7 +171,7 @@ def plot_slo(runs: pd.DataFrame, figures: Path, prefix: str) -> Path:
     for ax in (ax_att, ax_good):
         ax.set_xlabel("request rate (req/s)")
         ax.grid(True, alpha=0.3)
-    _lag_legend(ax_good)
+    _lag_legend(ax_good, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)  # below: a point at any height
     fig.suptitle("SLO attainment and goodput vs rate (lines: median of runs; markers: each run; "
                  f"{lag_count(runs)})")
     return _save(fig, figures / f"{prefix}_attainment_goodput.png")

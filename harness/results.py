@@ -254,14 +254,20 @@ def load_runs(folder: Path) -> list[Run]:
     return [run for run in map(Run.read, record_paths(folder)) if run is not None]
 
 
-def capacity_tok_s(folder: Path, budget: int, machine_boot_id: str | None = None) -> float | None:
+def capacity_tok_s(folder: Path, budget: int, machine_boot_id: str | None = None,
+                   kept_up_only: bool = False) -> float | None:
     """The engine's capacity measured in ``folder``: the median rate-inf output throughput (tok/s)
     of vLLM's own policy at token budget ``budget`` sent by one client (the runs found by their
     ``config``); with ``machine_boot_id``, of the runs on that machine only (machines of one kind
-    differ). None when there is no such run."""
+    differ). With ``kept_up_only``, a run whose front end lagged is left out: its client read the
+    tokens late, so its throughput is the front end's as much as the engine's (such runs have read
+    both above and below the runs beside them that kept up). The SLO studies' anchors take it, whose
+    front end is lifted; the handout's one-API-server rates keep every run, since there nearly
+    every rate-inf run lags and the committed Task 2 and 3 files are named by the rates so read.
+    None when there is no such run."""
     tputs = [run.summary["output_throughput_tok_s"] for run in load_runs(folder)
              if run.config.rate is None and run.config.budget_in_force == budget and run.config.client_processes == 1
-             and run.config.scheduler in ("default", "kv-recorder")
+             and run.config.scheduler in ("default", "kv-recorder") and not (kept_up_only and run.frontend["lagged"])
              and machine_boot_id in (None, run.meta.get("machine_boot_id"))]
     return float(np.median(tputs)) if tputs else None
 

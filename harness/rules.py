@@ -102,6 +102,10 @@ def overloaded(pace: float | None) -> bool:
     return pace is not None and not math.isnan(pace) and pace < 1 - OVERLOAD_SHORTFALL
 
 
+# A steady-state run offers at least this many seconds of arrivals, so that its queue can settle (or
+# show that it does not); shorter sweeps are bursts, read as transients.
+STEADY_MIN_ARRIVAL_S = 60.0
+
 # Attainment in a run's last third of arrivals may differ from its middle third by this much (a
 # share) and the run still counts as settled. Sampling alone moves a third's share of 1000 requests
 # at 90% attainment by about 1 point (one standard error).
@@ -259,11 +263,16 @@ def boot_capacities(g: pd.DataFrame, draws: int, rng: np.random.Generator) -> np
 def interval_text(draws: np.ndarray, digits: int = 1, suffix: str = "", open_top: bool = False) -> str:
     """A 95% percentile interval, or n/a where a resample met the SLO at no rate of the grid.
     ``open_top``: the capacity is over its grid, so a draw at the top rate means that rate or more
-    and the interval has no upper end."""
+    and the interval has no upper end. An infinite draw (a ratio whose base resampled to runs that
+    all met the SLO for no request) leaves the end it falls in open too, where percentiles of it
+    would read NaN."""
     if np.isnan(draws).any():
         return "n/a"
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    if open_top:
+    huge = np.finfo(float).max
+    lo, hi = np.percentile(np.where(np.isposinf(draws), huge, draws), [2.5, 97.5])
+    if lo >= huge / 2:
+        return "n/a"
+    if open_top or hi >= huge / 2:
         return f"{lo:.{digits}f}{suffix} or more"
     return f"{lo:.{digits}f}-{hi:.{digits}f}{suffix}"
 

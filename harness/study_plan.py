@@ -351,10 +351,10 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     from harness.results import capacity_tok_s  # pandas: only where a plan needs it
 
     folder = results / source.results_folder
-    capacity = capacity_tok_s(folder, source.token_budget, machine_boot_id())
+    capacity = capacity_tok_s(folder, source.token_budget, machine_boot_id(), kept_up_only=True)
     if capacity is None:
         raise HarnessError(f"load.rate_from: {folder} holds no capacity run from this machine (vLLM's policy, "
-                           f"budget {source.token_budget}, rate inf, one client); run the study that measures it "
+                           f"budget {source.token_budget}, rate inf, one client, its front end keeping up); run the study that measures it "
                            "first, on this machine")
     measured = source_dataset(folder)
     if measured not in (None, load.dataset):

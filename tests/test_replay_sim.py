@@ -317,13 +317,13 @@ def test_a_replay_leaves_out_the_warm_up_its_gpu_runs_left_out():
     replays = [name for name, study in studies.items() if study.kind == "replay"]
     paired = sorted({name for name in replays for name in studies[name].replays_of})  # as the report pairs them
     compared = [path for name in paired for path in (results / name).glob("*_run-*.json")]
-    assert len(compared) == 148  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12,
+    assert len(compared) == 154  # task2_api-4 12, task3_api-4 16, task3_api-4_heavy 18, task2_api-4_budgets 12,
     #                              task3_api-4_rate30_varlen 9, task2_api-4_inf_8192 6, task2_api-4_anchor_low 3,
     #                              task2_api-4_near_saturation_low 9, task2_api-4_anchor_high_b 3,
     #                              task2_api-4_inf_1024_b 3, task2_api-4_near_saturation_high_b 9,
     #                              task3_api-4_rate8_varlen_b 9, slo_api-4_heavy_steady 12,
     #                              slo_qwen3-8b_api-4_heavy_steady 6, slo_qwen3-8b_api-4_heavy_steady_b 12,
-    #                              slo_api-4_heavy_steady_c 9
+    #                              slo_api-4_heavy_steady_c 9, slo_api-4_heavy_steady_d 6
     replayed = [p for name in replays for p in (results / name).glob("*_run-*.json.xz")]
     assert len(replayed) > len(compared)  # the replays are stored compressed
     for path in compared + replayed:

@@ -366,12 +366,12 @@ def test_another_machine_s_fits_are_reported_with_their_front_end_and_limits():
     assert "decode_requests and context_tokens correlate at r 0.999" in text
     assert "carry at most 2046 of them" in text and "what steps at budget 8192 cost lies outside the data" in text
     # One block per fit of another machine: the H100s 05d7de6c, 303e4375, 1bb4be6f and 7bb362be (two
-    # fits) replayed that machine's runs; e7838961's two fits (0.6B and 8B) and a822ba02's 8B fit
-    # replayed other machines'.
-    assert text.count("Held out on another machine: NVIDIA H100") == 8
+    # fits) replayed that machine's runs; e7838961's two fits (0.6B and 8B), a822ba02's 8B fit and
+    # 22db620a's 0.6B fit replayed other machines'.
+    assert text.count("Held out on another machine: NVIDIA H100") == 9
     lines = replay.other_host_summary(res, rules.replay_validation(res))
     first = [line for line in lines if "7bb362be" in line]
-    assert len(lines) == 8 and len(first) == 2
+    assert len(lines) == 9 and len(first) == 2
     assert all("budget 8192" in line and "at 30 req/s" in line for line in first)
     # The second machine's fit (budgets 2048 and 8192) against held-out budgets below them: how few
     # of its steps with prompt tokens are as small as budget 512's, counted from its step log.
@@ -465,6 +465,16 @@ def test_capacity_interval_is_a_bootstrap_over_the_runs_of_each_rate():
     assert lo < 32.0 < hi and draws.min() >= 31.25 - 1e-9 and draws.max() <= 35.0 + 1e-9
     assert rules.interval_text(draws) == f"{lo:.1f}-{hi:.1f}"
     assert rules.interval_text(np.array([31.0, np.nan])) == "n/a"  # a resample met the SLO nowhere
+
+
+def test_a_ratio_whose_base_resampled_to_zero_has_no_upper_end():
+    """At a rate where the default met the SLO for no request in some resamples, the ratio's draws
+    include infinity: the interval keeps its lower end and is open above (percentiles of such
+    draws read NaN), and is n/a where even its lower end is infinite."""
+    draws = np.concatenate([np.linspace(1.0, 3.0, 90), np.full(10, np.inf)])
+    assert rules.interval_text(draws, 2, "x") == f"{np.percentile(draws, 2.5):.2f}x or more"
+    assert rules.interval_text(np.concatenate([np.full(99, np.inf), [1.0]]), 2, "x") == "n/a"
+    assert rules.interval_text(np.linspace(1.0, 3.0, 100), 2, "x") == "1.05-2.95x"
 
 
 def test_a_capacity_over_its_grid_has_an_interval_open_at_the_top():
@@ -1186,3 +1196,22 @@ def test_a_machine_whose_runs_fill_two_folders_counts_once_among_those_a_fit_rep
     assert elsewhere == res.studies[folders[0]].hosts
     assert replay.replayed_runs_text(res, {}, pd.DataFrame({"folder": folders})).startswith(
         "Runs of another machine of the kind (boot id ")
+
+
+def test_an_anchor_that_counts_a_lagging_run_says_so_and_what_its_other_runs_read():
+    """The fourth 0.6B sitting's rates are shares of an anchor one of whose two runs lagged: the
+    sweep's anchor line says the figure counts it and what the run that kept up read alone; an
+    anchor whose runs all kept up adds nothing."""
+    from harness.workloads import HEAVY
+
+    res = layer.Results.load(RESULTS)
+    folder = "slo_api-4_heavy_steady_d"
+    study = res.studies[folder]
+    anchor = res.folder_rows(study.capacity_from)
+    lagged, kept = anchor[anchor["lagged"]], anchor[~anchor["lagged"]]
+    assert (len(lagged), len(kept)) == (1, 1)
+    fact = slo.anchor_fact(res.folder_rows(folder), study, anchor)
+    assert (f"a figure that counts 1 of its 2 runs whose front end lagged, completeness "
+            f"{lagged['completeness'].iloc[0]:.3f}") in fact
+    assert f"its runs that kept up alone read {kept['Throughput (tok/s)'].iloc[0] / HEAVY.mean_output_len():.1f} req/s" in fact
+    assert slo.lagged_anchor_text(kept) == "" and "lagged" not in slo.anchor_fact(res.folder_rows(folder), study, kept)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -172,8 +173,9 @@ def test_a_results_folder_keeps_its_study_and_grows_only_by_runs(tmp_path):
 
 def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine(tmp_path):
     """``load.rate_from``: 0.9 x the median rate-inf output throughput of vLLM's policy at budget
-    2048 with one client, over 256 output tokens, from the capacity runs of this machine only.
-    The committed runs came from another machine, so they are refused until they are this one's."""
+    2048 with one client, over 256 output tokens, from the capacity runs of this machine only, and
+    of those only the runs whose front end kept up (a lagging client reads the engine's throughput
+    low). The committed runs came from another machine, so they are refused until they are this one's."""
     from harness.provenance import machine_boot_id
 
     near = plan(load__rate=None, load__rate_from={"results_folder": "cap", "token_budget": 2048, "share": 0.9})
@@ -186,9 +188,9 @@ def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine
     for path in sorted((ROOT / "results" / "task2_api-4").glob("mnbt-2048_rate-inf_run-*.json")):
         run = json.loads(path.read_text())
         (tmp_path / "cap" / path.name).write_text(json.dumps(run))
-        if run["config"].get("client_processes", 1) == 1:
+        if run["config"].get("client_processes", 1) == 1 and not run["frontend"]["lagged"]:
             tputs.append(run["summary"]["output_throughput_tok_s"])
-    assert len(tputs) >= 3
+    assert 1 <= len(tputs) < len(list((tmp_path / "cap").glob("*.json")))  # a lagged run is left out
     with pytest.raises(HarnessError, match="from this machine"):
         study_plan.resolve_rate(near, tmp_path)
     for path in (tmp_path / "cap").glob("*.json"):
@@ -196,7 +198,7 @@ def test_a_near_saturation_rate_comes_from_the_capacity_measured_on_this_machine
         run["meta"]["machine_boot_id"] = machine_boot_id()
         path.write_text(json.dumps(run))
     resolved = study_plan.resolve_rate(near, tmp_path)
-    want = round(0.9 * sorted(tputs)[len(tputs) // 2] / 256, 1)
+    want = round(0.9 * statistics.median(tputs) / 256, 1)
     assert resolved.load.rate == want and resolved.load.rate_from == near.load.rate_from
     assert {r.rate for r in resolved.order()} == {want} and f"rate-{want:g}_" in resolved.order()[0].file_name
     assert study_plan.resolve_rate(resolved, tmp_path) is resolved  # a study file's plan keeps its rate
@@ -272,7 +274,7 @@ def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_datase
         run = json.loads(path.read_text())
         run["meta"]["machine_boot_id"] = machine_boot_id()
         (source / path.name).write_text(json.dumps(run))
-        if run["config"].get("client_processes", 1) == 1:
+        if run["config"].get("client_processes", 1) == 1 and not run["frontend"]["lagged"]:
             tputs.append(run["summary"]["output_throughput_tok_s"])
     for dataset, fails in (("random", True), ("heavy", False)):
         capacity["load"] = {"num_prompts": 1000, "rate": None, "dataset": dataset} | (
@@ -285,11 +287,11 @@ def test_a_heavy_load_takes_its_rate_from_a_capacity_measured_on_the_same_datase
     resolved = study_plan.resolve_rate(steady, tmp_path)
     mean_out = HEAVY.mean_output_len()
     assert 160 < mean_out < 190  # the docstring's "about 165" output tokens, clipped and rounded
-    per_share = sorted(tputs)[len(tputs) // 2] / mean_out
+    per_share = statistics.median(tputs) / mean_out
     want, past = round(0.8 * per_share, 1), round(1.1 * per_share, 1)
     assert resolved.load.rate == want and resolved.arms[-1].rate == past and resolved.arms[-1].rate_share == 1.1
-    assert {(r.rate, r.num_prompts) for r in resolved.order()} == {  # each run its own 60 s, at least 3000
-        (rate, max(3000, math.ceil(rate * 60 / 100) * 100)) for rate in (want, past)}
+    assert {(r.rate, r.num_prompts) for r in resolved.order()} == {  # each run its own 60 s, at least 600
+        (rate, max(600, math.ceil(rate * 60 / 100) * 100)) for rate in (want, past)}
     assert sorted({(r.arm.strategy, r.rate) for r in resolved.order()}) == [
         ("default", want), ("sjf-ontime", want), ("sjf-ontime", past)]
     slow = replace(steady, load=replace(steady.load, rate_from=replace(steady.load.rate_from, share=1e-4)))

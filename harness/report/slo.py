@@ -421,7 +421,8 @@ def attainment_ratio_text(att: pd.DataFrame, strategy: str, rate: float, draws: 
     rng = np.random.default_rng(0)
     own, base = (att.loc[(att["strategy"] == s) & (att["rate"] == rate), "attainment"].to_numpy()
                  for s in (strategy, "default"))
-    boot = rng.choice(own, (draws, len(own))).mean(axis=1) / rng.choice(base, (draws, len(base))).mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a resample of the default meeting it nowhere: no upper end
+        boot = rng.choice(own, (draws, len(own))).mean(axis=1) / rng.choice(base, (draws, len(base))).mean(axis=1)
     return (f"at {rate:g} req/s, {own.mean():.0%} of requests met it against {base.mean():.0%}, "
             f"{own.mean() / base.mean():.2f}x (95% interval {interval_text(boot, 2, 'x')}; {len(own)} / "
             f"{len(base)} runs)" + (": a rate past the default's capacity, where any ratio grows with the "
@@ -658,22 +659,24 @@ def steady_count(rows: pd.DataFrame) -> str | None:
     return f"{int(points['steady'].sum())} of {len(points)} points in steady state (section 6)."
 
 
-def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
+def anchor_fact(rows: pd.DataFrame, study: Study, anchor: pd.DataFrame | None = None) -> str | None:
     """Where a sweep's rates are shares of a rate-inf throughput measured just before
-    (``load.rate_from``): that figure, and what the runs offered more than it emitted over their
-    arrival window where they kept pace (output pace's numerator, in requests at the load's mean
-    output length). Above the figure, a burst sent all at once read less than the
+    (``load.rate_from``): that figure, whether a run whose front end lagged counted in it (from
+    ``anchor``, the capacity folder's rows, where loaded), and what the runs offered more than it
+    emitted over their arrival window where they kept pace (output pace's numerator, in requests at
+    the load's mean output length). Above the figure, a burst sent all at once read less than the
     engine sustains on the load; at or under it, the figure is about what it sustains. (The whole
     run's completed rate, drain included, reads lower than either.) None for a fixed grid."""
     from harness.workloads import HEAVY
     if study.capacity_from is None or study.capacity_rate is None:
         return None
+    lagged = "" if anchor is None else lagged_anchor_text(anchor)
     above = rows[rows["rate"].astype(float) > study.capacity_rate]
     above = above.assign(paced=~above[PACE].map(overloaded),
                          sustained=above[EMITTED_OUTPUT] / HEAVY.mean_output_len())
     paced = above[above["paced"]]
     head = (f"Rates are shares of {study.capacity_rate:g} req/s, the rate-inf throughput that `{study.capacity_from}` "
-            "measured just before on the same machine, in requests at the load's mean output length")
+            f"measured just before on the same machine, in requests at the load's mean output length{lagged}")
     if paced.empty:
         return head + "."
     kept = "; ".join(f"{strategy_label(name)} in {int(g['paced'].sum())} of {len(g)} (emitting "
@@ -685,6 +688,21 @@ def anchor_fact(rows: pd.DataFrame, study: Study) -> str | None:
             + ("that throughput, every prompt sent at once, anchors the grid and is not the most the engine "
                "sustains on this load." if beyond else
                "about that throughput, every prompt sent at once, which anchors the grid."))
+
+
+def lagged_anchor_text(anchor: pd.DataFrame) -> str:
+    """' (a figure that counts N of its M runs whose front end lagged, completeness ...; its runs
+    that kept up alone read X req/s)' when the anchor's runs include lagging ones, else ''. A lagging
+    client's throughput is the front end's as much as the engine's (``results.capacity_tok_s``
+    leaves such runs out of a study's anchor)."""
+    from harness.workloads import HEAVY
+    if "lagged" not in anchor or not anchor["lagged"].any():
+        return ""
+    kept = anchor.loc[~anchor["lagged"], "Throughput (tok/s)"]
+    alone = (f"; its runs that kept up alone read {kept.median() / HEAVY.mean_output_len():.1f} req/s" if not kept.empty
+             else "; none of its runs kept up")
+    return (f" (a figure that counts {int(anchor['lagged'].sum())} of its {len(anchor)} runs whose front end lagged, "
+            f"completeness {span_text(anchor.loc[anchor['lagged'], 'completeness'])}{alone})")
 
 
 def lab_default(caps: pd.DataFrame) -> dict[str, Any] | None:
@@ -789,7 +807,9 @@ def gpu_capacity_section(res: Results, sweeps: dict[str, Sweep], sim: pd.DataFra
         rows, runs, att, caps = sw.rows, res.serving[folder], sw.att, sw.caps
         workloads = sorted(set(rows["workload"]))
         wide = attainment_grid(att, ["slo", "strategy"])
-        facts = [t for t in [transient_note(rows), anchor_fact(rows, res.studies[folder])] if t] + (
+        study = res.studies[folder]
+        anchor = res.folder_rows(study.capacity_from) if study.capacity_from in res.serving else None
+        facts = [t for t in [transient_note(rows), anchor_fact(rows, study, anchor)] if t] + (
             [capacity_fact(r, caps, att) for r in caps[caps["strategy"] != "default"].to_dict("records")]
             + [t for t in [bar_fact(rows, caps), tail_bar_fact(rows, caps)] if t] + [price_fact(rows, caps)]
             if not sw.gaps else [f"No capacity with intervals is read from these runs: {'; '.join(sw.gaps)}."])

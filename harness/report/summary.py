@@ -8,9 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.document import Block, bullets, heading
-from harness.results import (BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, Results, load_label, span_text,
+from harness.results import (BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, PACE, Results, load_label, span_text,
                              strategy_label, task2_table)
-from harness.rules import MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, below_pairs, chat_budget, kept_up, ratio, trend_verdict
+from harness.rules import (MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, STEADY_MIN_ARRIVAL_S, below_pairs, chat_budget, kept_up,
+                           ratio, trend_verdict)
 from harness.report.frontend import lift_rows, several_api_servers, task2_verdicts
 from harness.report.replay import other_host_summary
 from harness.report.slo import (CAPACITY_BAR, TAIL_BAR, Sweep, anchor_summary, bar_fact, bar_verdict, capacity_fact,
@@ -82,12 +83,18 @@ def goal_summary(sweeps: dict[str, Sweep]) -> str | None:
     """The SLO study's goal over every steady-state sweep on the GPU (the transients left out): for
     each strategy and sweep, its capacity ratio under the lab's pair with ``bar_verdict``, and its
     longest tenth's TTFT P99 against the default's (``tail_reads``); met only where both hold. A
-    sweep with too few runs for an interval is named with what it lacks, not left out unsaid."""
+    steady-state sweep (every run at least ``STEADY_MIN_ARRIVAL_S`` of arrivals) with too few runs
+    for an interval, or whose every run fell behind its arrivals, is named with what it lacks, not
+    left out unsaid."""
     reads, met = [], []
-    steady = {f: sw for f, sw in sweeps.items() if transient_note(sw.rows) is None}
+    steady = {f: sw for f, sw in sweeps.items() if long_enough(sw.rows)}
     for folder, sw in steady.items():
         if sw.gaps:  # a cut sitting: section 6 reads no capacity from it
             reads.append(f"{folder}: not read ({'; '.join(sw.gaps)})")
+            continue
+        if transient_note(sw.rows):  # past the engine's pace at every point: no crossing to read
+            reads.append(f"{folder}: not read (every run fell behind its arrivals, output pace "
+                         f"{span_text(sw.rows[PACE], 2)})")
             continue
         caps = sw.caps[sw.caps["slo"] == SCREEN_SLOS[0]]
         tails = tail_reads(sw.rows, sw.caps)
@@ -105,6 +112,13 @@ def goal_summary(sweeps: dict[str, Sweep]) -> str | None:
             + (f"met by {'; '.join(met)}" if met else "met by no strategy in any of them")
             + ". Capacity ratio (whether it meets the bar; open where the grids leave it unsettled) and the tail "
             "against the default's, per strategy: " + "; ".join(reads) + " (section 6).")
+
+
+def long_enough(rows: pd.DataFrame) -> bool:
+    """Whether every run of a sweep offered at least ``STEADY_MIN_ARRIVAL_S`` of arrivals (prompts
+    over the offered rate): a steady-state sweep, where a short burst is a transient."""
+    arrivals = rows["prompts"] / rows["rate"].astype(float)
+    return not rows.empty and bool((arrivals >= STEADY_MIN_ARRIVAL_S).all())
 
 
 def task2_rate_summary(rows: pd.DataFrame) -> list[str]:
