@@ -354,8 +354,8 @@ def resolve_rate(plan: StudyPlan, results: Path) -> StudyPlan:
     capacity = capacity_tok_s(folder, source.token_budget, machine_boot_id(), kept_up_only=True)
     if capacity is None:
         raise HarnessError(f"load.rate_from: {folder} holds no capacity run from this machine (vLLM's policy, "
-                           f"budget {source.token_budget}, rate inf, one client, its front end keeping up); run the study that measures it "
-                           "first, on this machine")
+                           f"budget {source.token_budget}, rate inf, one client, its front end keeping up); run the "
+                           "study that measures it first, on this machine")
     measured = source_dataset(folder)
     if measured not in (None, load.dataset):
         raise HarnessError(f"load.rate_from: {folder} measured the {measured} dataset, this study's load is "

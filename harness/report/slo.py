@@ -18,8 +18,8 @@ from harness.results import (BUDGET, BUSIEST_API, CLIENT_CORES, COMPLETED, CORES
                              EMITTED_OUTPUT, OFFERED_OUTPUT, PACE, STEP_MS, THIRDS, Results, point_table, provenance_line, shown,
                              sitting_text, span_text, strategy_label)
 from harness.rules import (MIN_RUNS_TO_SEPARATE, OVERLOAD_SHORTFALL, SATURATED_CORE, SATURATED_GPU, SCREEN_MODEL,
-                           SCREEN_SLOS, CAPACITY_ATTAINMENT, STEADY_DRIFT, attainment_rows, capacity_table, interval_text, is_sweep, overloaded,
-                           steady_trend, third_change)
+                           SCREEN_SLOS, CAPACITY_ATTAINMENT, STEADY_DRIFT, STEADY_MIN_ARRIVAL_S, attainment_rows,
+                           capacity_table, interval_text, is_sweep, overloaded, steady_trend, third_change)
 from harness.report.text import lag_sentence, no_results
 from harness.study_file import Study
 
@@ -624,14 +624,24 @@ def engine_fact(rows: pd.DataFrame) -> str | None:
             "work, and which came first, the queue or the slower steps, these readings do not show.") if facts else None
 
 
+def arrival_s(rows: pd.DataFrame) -> pd.Series:
+    """Each paced run's arrival window in seconds: its prompts over its offered rate."""
+    return rows["prompts"] / rows["rate"].astype(float)
+
+
+def long_enough(rows: pd.DataFrame) -> bool:
+    """Whether every run of a sweep offered at least ``STEADY_MIN_ARRIVAL_S`` of arrivals: a
+    steady-state sweep, where a short burst is a transient."""
+    return not rows.empty and bool((arrival_s(rows) >= STEADY_MIN_ARRIVAL_S).all())
+
+
 def transient_note(rows: pd.DataFrame) -> str | None:
     """Where every run of a sweep was overloaded: its attainments are those of a burst whose queue
     was still growing when the arrivals stopped, not of steady state; None otherwise."""
     if rows.empty or not rows[PACE].map(overloaded).all():
         return None
-    arrivals = rows["prompts"] / rows["rate"].astype(float)
     return (f"Every run of this sweep was overloaded (output pace {span_text(rows[PACE], 2)}; "
-            f"{span_text(arrivals, 0)} s of arrivals a run): these are a transient's attainments, and the "
+            f"{span_text(arrival_s(rows), 0)} s of arrivals a run): these are a transient's attainments, and the "
             "capacity read from them is not a steady-state one.")
 
 

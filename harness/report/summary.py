@@ -10,12 +10,12 @@ import pandas as pd
 from harness.document import Block, bullets, heading
 from harness.results import (BUDGET, BUSIEST_API, ENGINE_CORES, GPU_UTIL, PACE, Results, load_label, span_text,
                              strategy_label, task2_table)
-from harness.rules import (MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, STEADY_MIN_ARRIVAL_S, below_pairs, chat_budget, kept_up,
-                           ratio, trend_verdict)
+from harness.rules import MIN_RUNS_TO_SEPARATE, SCREEN_SLOS, below_pairs, chat_budget, kept_up, ratio, trend_verdict
 from harness.report.frontend import lift_rows, several_api_servers, task2_verdicts
 from harness.report.replay import other_host_summary
 from harness.report.slo import (CAPACITY_BAR, TAIL_BAR, Sweep, anchor_summary, bar_fact, bar_verdict, capacity_fact,
-                                capacity_folders, steady_count, tail_bar_fact, tail_reads, transient_note)
+                                capacity_folders, long_enough, steady_count, tail_bar_fact, tail_reads,
+                                transient_note)
 from harness.report.task2 import THEORY
 from harness.report.task3 import handout_rate_answers, one_length_points, separations, sjf_handout_answers
 from harness.report.text import factor
@@ -112,13 +112,6 @@ def goal_summary(sweeps: dict[str, Sweep]) -> str | None:
             + (f"met by {'; '.join(met)}" if met else "met by no strategy in any of them")
             + ". Capacity ratio (whether it meets the bar; open where the grids leave it unsettled) and the tail "
             "against the default's, per strategy: " + "; ".join(reads) + " (section 6).")
-
-
-def long_enough(rows: pd.DataFrame) -> bool:
-    """Whether every run of a sweep offered at least ``STEADY_MIN_ARRIVAL_S`` of arrivals (prompts
-    over the offered rate): a steady-state sweep, where a short burst is a transient."""
-    arrivals = rows["prompts"] / rows["rate"].astype(float)
-    return not rows.empty and bool((arrivals >= STEADY_MIN_ARRIVAL_S).all())
 
 
 def task2_rate_summary(rows: pd.DataFrame) -> list[str]:
